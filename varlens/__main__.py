@@ -1,0 +1,5 @@
+import sys
+
+from varlens.cli import main
+
+sys.exit(main())

@@ -1,0 +1,167 @@
+"""Function: one differentiable op, forward and backward side by side.
+
+A subclass writes
+
+* ``forward(self, *arrays, **params) -> array``: plain array math through the
+  backend; ``self`` is the node that will sit on the tape, so forward stores
+  what backward needs with ``self.save_for_backward(...)`` or as attributes.
+* ``backward(self, grad) -> grad or tuple of grads``: one cotangent per
+  positional input (``None`` where an input needs none).  Broadcasting is NOT
+  undone here: the engine sums every gradient back to its input's shape in one
+  place (``backend.sum_to``).
+
+Backward is written once for two modes.  For first-order training it receives
+arrays and does plain array math (no Tensor objects, nothing recorded).  With
+``create_graph=True`` the engine calls the same code with Tensors (the grad and
+``self.saved``), so the backward itself is recorded and can be differentiated
+again.  For that to be right, a backward must use operators and the helpers in
+``varlens.ops.dual`` (which dispatch on arrays or Tensors), and may save only
+its inputs and its output with ``save_for_backward``; other cached values
+(masks, indices, shapes) are stored as attributes and are constants.
+
+A fused op that caches intermediates (batch norm's mean and rstd, say) sets
+``differentiable_backward = False`` and provides ``composite(*tensors, **params)``,
+the same function built from small ops; second derivatives then go through it.
+
+Every op has a single output tensor.  Ops with several results (split, max with
+indices) are built from several single-output ops.
+"""
+from __future__ import annotations
+
+from varlens.autograd import grad_mode as _gm
+
+_enabled = _gm._enabled
+_anomaly = _gm._anomaly
+Tensor = None  # bound by varlens.tensor at import (the tensor layer sits above this file's base class)
+
+
+class Function:
+    differentiable = True           # False: the output never requires grad (argmax, comparisons)
+    differentiable_backward = True  # False: double backward goes through composite()
+    hooks = None                    # gradient hooks on this node's output (Tensor.register_hook)
+    _vs = None                      # (tensor, version) of inputs, checked before backward
+    _args = None                    # forward arrays/params, kept only for composite()
+    _kw = None
+
+    def save_for_backward(self, *values):
+        self.saved = values
+
+    @property
+    def saved_tensors(self):
+        return self.saved
+
+    @property
+    def needs_input_grad(self):
+        return tuple(p is not None for p in self.next)
+
+    @property
+    def next_functions(self):
+        return self.next
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    def __repr__(self):
+        return f"<{type(self).__name__}Backward>"
+
+    def forward(self, *args, **kwargs):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def backward(self, grad):  # pragma: no cover - abstract
+        raise NotImplementedError(f"{type(self).__name__} has no backward")
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        """Run forward on the inputs' arrays and, if any input needs grad, record a node."""
+        ctx = cls.__new__(cls)
+        datas = []
+        need = False
+        T = Tensor
+        for a in args:
+            if isinstance(a, T):
+                datas.append(a._data)
+                if a._rg:
+                    need = True
+            else:
+                datas.append(a)
+        if need and _enabled[0] and cls.differentiable:
+            ctx.saved = ()
+            out = ctx.forward(*datas, **kwargs)
+            ctx.next = tuple((a._node or a) if isinstance(a, T) and a._rg else None for a in args)
+            ctx._oshape = out.shape
+            ctx._odtype = out.dtype
+            if ctx.saved:
+                ctx._vs = tuple((a, a._version[0]) for a in args if isinstance(a, T))
+                ctx._ids = (id(out),) + tuple(map(id, datas))
+            if not cls.differentiable_backward:
+                ctx._args = datas
+                ctx._kw = kwargs
+            res = T._make(out, ctx)
+        else:
+            ctx.saved = ()
+            res = T._make(ctx.forward(*datas, **kwargs))
+        if _anomaly[0]:
+            _check_finite(res._data, f"{cls.__name__} (forward)")
+        return res
+
+    # ------------------------------------------------------------------ engine side
+    def _input_tensor(self, i, value):
+        """The i-th input as a Tensor wired to the graph (for create_graph)."""
+        p = self.next[i]
+        T = Tensor
+        if p is None:
+            return T._make(value) if hasattr(value, "shape") else value
+        if isinstance(p, T):
+            return p
+        return T._make(value, p)
+
+    def _check_versions(self):
+        for t, v in self._vs:
+            if t._version[0] != v and any(t._data is s for s in self.saved):
+                raise RuntimeError(
+                    f"one of the tensors needed for the gradient of {type(self).__name__} was "
+                    f"modified by an in-place operation after it was used (its version went from "
+                    f"{v} to {t._version[0]}); clone() it before changing it in place")
+
+    def _backward_graph(self, g):
+        """Backward with Tensors so the result is itself differentiable (create_graph=True)."""
+        T = Tensor
+        if not type(self).differentiable_backward:
+            comp = getattr(self, "composite", None)
+            if comp is None:
+                raise NotImplementedError(
+                    f"{type(self).__name__}: second derivatives are not implemented for this op")
+            from varlens.autograd.engine import grad as _grad
+            ins = [self._input_tensor(i, a) for i, a in enumerate(self._args)]
+            targets = [t for t, p in zip(ins, self.next) if p is not None]
+            out = comp(*ins, **self._kw)
+            gs = iter(_grad([out], targets, [g], create_graph=True, allow_unused=True))
+            return tuple(next(gs) if p is not None else None for p in self.next)
+        saved = self.saved
+        if saved:
+            ids = self._ids
+            conv = []
+            for s in saved:
+                sid = id(s)
+                if sid == ids[0]:
+                    conv.append(T._make(s, self))
+                elif sid in ids[1:]:
+                    i = ids.index(sid, 1) - 1
+                    conv.append(self._input_tensor(i, s))
+                elif hasattr(s, "shape"):
+                    conv.append(T._make(s))
+                else:
+                    conv.append(s)
+            self.saved = tuple(conv)
+            try:
+                return self.backward(g)
+            finally:
+                self.saved = saved
+        return self.backward(g)
+
+
+def _check_finite(a, where):
+    from varlens.backend import xp
+    if a.dtype.kind in "fc" and not bool(xp.isfinite(a).all()):
+        kind = "NaN" if bool(xp.isnan(a).any()) else "Inf"
+        raise RuntimeError(f"anomaly detected: {where} produced {kind} values")

@@ -1,0 +1,157 @@
+"""Finite-difference gradient checks for users (gradcheck, gradgradcheck).
+
+For a function f and a random unit direction v, the directional derivative
+<grad f, v> computed by backward is compared with the central difference
+(f(x + h v) - f(x - h v)) / 2h, in float64.  Several random directions per input
+(plus each coordinate direction for small inputs) catch a wrong entry anywhere.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class GradcheckReport:
+    """The outcome of a gradient check: ok, and the worst mismatch found."""
+
+    ok: bool
+    worst_abs_error: float = 0.0
+    worst_rel_error: float = 0.0
+    where: str = ""
+    details: list = field(default_factory=list)
+
+    def __bool__(self):
+        return self.ok
+
+    def __str__(self):
+        head = "gradcheck passed" if self.ok else "gradcheck FAILED"
+        return (f"{head}: worst |analytic - numeric| = {self.worst_abs_error:.3e} "
+                f"(relative {self.worst_rel_error:.3e}) at {self.where or '-'}")
+
+
+def _scalarize(out, weights):
+    from varlens.tensor import Tensor
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    total = 0.0
+    for o, w in zip(outs, weights):
+        if isinstance(o, Tensor) and o.dtype.kind == "f":
+            total = total + (o * w).sum() if not isinstance(total, float) else (o * w).sum()
+    return total
+
+
+def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, n_directions=4, raise_exception=True,
+              seed=0, check_coordinates=True):
+    """Compare backward's gradients of ``fn(*inputs)`` with central differences in float64.
+
+    Inputs that require grad are checked.  Outputs may be any shape: they are
+    reduced with fixed random weights to one scalar.  Returns a GradcheckReport;
+    raises RuntimeError with the report on failure unless raise_exception=False.
+    """
+    from varlens.autograd.grad_mode import no_grad
+    from varlens.tensor import Tensor
+    inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    rng = np.random.default_rng(seed)
+    for i, x in enumerate(inputs):
+        if isinstance(x, Tensor) and x.requires_grad and x.dtype != np.float64:
+            raise TypeError(f"gradcheck: inputs[{i}] has dtype {x.dtype}; finite differences need "
+                            "float64 inputs (use .double())")
+    with no_grad():
+        out0 = fn(*inputs)
+    outs = out0 if isinstance(out0, (tuple, list)) else (out0,)
+    weights = [Tensor._make(rng.standard_normal(o.shape)) if isinstance(o, Tensor) else None for o in outs]
+
+    def f_val():
+        with no_grad():
+            return float(_scalarize(fn(*inputs), weights).item())
+
+    for x in inputs:
+        if isinstance(x, Tensor):
+            x.grad = None
+    loss = _scalarize(fn(*inputs), weights)
+    targets = [(i, x) for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    if not targets:
+        raise ValueError("gradcheck: no input requires grad")
+    if not isinstance(loss, Tensor) or not loss.requires_grad:
+        analytic = {i: np.zeros_like(x._data) for i, x in targets}
+    else:
+        loss.backward()
+        analytic = {i: (x.grad._data.copy() if x.grad is not None else np.zeros_like(x._data))
+                    for i, x in targets}
+    report = GradcheckReport(ok=True)
+    for i, x in targets:
+        dirs = [rng.standard_normal(x.shape) for _ in range(n_directions)]
+        if check_coordinates and x._data.size <= 16:
+            for k in range(x._data.size):
+                e = np.zeros(x._data.size)
+                e[k] = 1.0
+                dirs.append(e.reshape(x.shape))
+        for v in dirs:
+            n = np.linalg.norm(v)
+            if n == 0:
+                continue
+            v = v / n
+            orig = x._data.copy()
+            x._data = orig + eps * v
+            fp = f_val()
+            x._data = orig - eps * v
+            fm = f_val()
+            x._data = orig
+            numeric = (fp - fm) / (2 * eps)
+            ana = float((analytic[i] * v).sum())
+            err = abs(ana - numeric)
+            rel = err / max(abs(numeric), 1e-12)
+            if not err <= report.worst_abs_error:
+                report.worst_abs_error, report.worst_rel_error = err, rel
+                report.where = f"inputs[{i}] (shape {tuple(x.shape)})"
+            if not err <= atol + rtol * abs(numeric):  # NaN counts as failure
+                report.ok = False
+                report.details.append((i, ana, numeric))
+    for x in inputs:
+        if isinstance(x, Tensor):
+            x.grad = None
+    if not report.ok and raise_exception:
+        i, a, nmr = report.details[0]
+        raise RuntimeError(f"{report}; e.g. inputs[{i}] along a random direction: analytic {a:.6e} "
+                           f"vs numeric {nmr:.6e}")
+    return report
+
+
+def gradgradcheck(fn, inputs, eps=1e-6, atol=1e-4, rtol=1e-3, n_directions=3, raise_exception=True,
+                  seed=1):
+    """Check second derivatives: gradcheck of the map x -> <d fn(x)/dx, w> for fixed random w.
+
+    The first gradient is taken with create_graph=True, so this exercises the
+    recorded backward (Hessian-vector products)."""
+    from varlens.autograd.engine import grad
+    from varlens.tensor import Tensor
+    inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    rng = np.random.default_rng(seed)
+    targets = [x for x in inputs if isinstance(x, Tensor) and x.requires_grad]
+    out0 = fn(*inputs)
+    outs = out0 if isinstance(out0, (tuple, list)) else (out0,)
+    w_out = [Tensor._make(rng.standard_normal(o.shape)) for o in outs]
+    w_in = [Tensor._make(rng.standard_normal(x.shape)) for x in targets]
+
+    def first_grad_dot(*xs):
+        from varlens.autograd.grad_mode import enable_grad
+        with enable_grad():
+            return _first_grad_dot(*xs)
+
+    def _first_grad_dot(*xs):
+        loss = _scalarize(fn(*xs), w_out)
+        gs = grad([loss], [x for x in xs if isinstance(x, Tensor) and x.requires_grad],
+                  create_graph=True, allow_unused=True)
+        total = None
+        for gi, w in zip(gs, w_in):
+            if gi is None:
+                continue
+            term = (gi * w).sum()
+            total = term if total is None else total + term
+        if total is None:
+            return Tensor._make(np.zeros(()))
+        return total
+
+    return gradcheck(first_grad_dot, inputs, eps=eps, atol=atol, rtol=rtol, n_directions=n_directions,
+                     raise_exception=raise_exception, seed=seed, check_coordinates=False)

@@ -1,0 +1,101 @@
+"""The array backend: the one place varlens imports NumPy for math.
+
+Every op reaches array math through ``xp`` so a CuPy-like library with the same
+API can replace NumPy later without touching the ops.  The dtype policy lives
+here too: floats default to float32 (as in PyTorch), integers to int64.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+xp = np  # the array namespace used by every op
+
+ndarray = np.ndarray
+
+# dtypes are plain NumPy dtype objects, exported as varlens.float32 etc.
+float16 = np.dtype("float16")
+float32 = np.dtype("float32")
+float64 = np.dtype("float64")
+int8 = np.dtype("int8")
+int16 = np.dtype("int16")
+int32 = np.dtype("int32")
+int64 = np.dtype("int64")
+uint8 = np.dtype("uint8")
+bool_ = np.dtype("bool")
+
+half, float, double = float16, float32, float64  # noqa: A001  (PyTorch aliases)
+short, int, long = int16, int32, int64  # noqa: A001
+
+_default_float = [float32]
+
+
+def get_default_dtype():
+    """The dtype given to tensors built from Python floats (float32 unless changed)."""
+    return _default_float[0]
+
+
+def set_default_dtype(dtype) -> None:
+    d = np.dtype(dtype)
+    if d.kind != "f":
+        raise TypeError(f"set_default_dtype: expected a floating dtype, got {d}")
+    _default_float[0] = d
+
+
+def to_dtype(dtype):
+    """Normalise a dtype argument (varlens/NumPy dtype, type or string) to np.dtype."""
+    if dtype is None:
+        return None
+    if isinstance(dtype, np.dtype):
+        return dtype
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        # a torch dtype passed by habit: torch.float32 -> 'float32'
+        name = str(dtype).rsplit(".", 1)[-1]
+        return np.dtype(name)
+
+
+def is_floating(dtype) -> bool:
+    return dtype.kind == "f"
+
+
+def as_array(data, dtype=None):
+    """Convert Python data to an array with PyTorch's default-dtype rules.
+
+    Python floats (and float64 arrays made from them) become the default float
+    dtype; NumPy arrays keep their dtype unless one is given.
+    """
+    if dtype is not None:
+        return np.asarray(data, dtype=to_dtype(dtype))
+    if isinstance(data, np.ndarray):
+        return data
+    arr = np.asarray(data)
+    if arr.dtype == np.float64 and not isinstance(data, np.generic):
+        arr = arr.astype(_default_float[0])
+    elif arr.dtype.kind == "i" and arr.dtype != np.int64:
+        arr = arr.astype(np.int64)
+    elif arr.dtype.kind == "f" and isinstance(data, np.generic):
+        pass
+    elif arr.dtype.kind not in "fiub":
+        raise TypeError(f"tensor(): cannot build a tensor from data of type {type(data).__name__} "
+                        f"(NumPy made dtype {arr.dtype}); expected numbers, nested lists or an array")
+    return arr
+
+
+def sum_to(a, shape):
+    """Sum ``a`` down to ``shape`` (the inverse of broadcasting); the one unbroadcast."""
+    if a.shape == shape:
+        return a
+    nd = a.ndim - len(shape)
+    axes = tuple(range(nd)) + tuple(i + nd for i, s in enumerate(shape) if s == 1 and a.shape[i + nd] != 1)
+    out = a.sum(axis=axes, keepdims=True) if axes else a
+    if nd:
+        out = out.reshape(out.shape[nd:])
+    return out.reshape(shape)
+
+
+try:  # erf for the exact GELU and the normal CDF; SciPy has a vectorised one
+    from scipy.special import erf  # noqa: F401
+except ImportError:  # pragma: no cover - SciPy is a declared dependency
+    import math as _math
+    erf = np.vectorize(_math.erf, otypes=[np.float64])

@@ -1,0 +1,123 @@
+"""Factory functions: zeros, ones, full, arange, linspace, eye, randn, rand, randint, *_like."""
+from __future__ import annotations
+
+from varlens import backend as B
+from varlens.backend import xp
+from varlens.random import _gen
+from varlens.tensor import Tensor, _size
+
+
+def _finish(arr, requires_grad):
+    t = Tensor._make(arr)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _float_dtype(dtype):
+    return B.to_dtype(dtype) or B.get_default_dtype()
+
+
+def zeros(*size, dtype=None, requires_grad=False, device=None):
+    return _finish(xp.zeros(_size(size), dtype=_float_dtype(dtype)), requires_grad)
+
+
+def ones(*size, dtype=None, requires_grad=False, device=None):
+    return _finish(xp.ones(_size(size), dtype=_float_dtype(dtype)), requires_grad)
+
+
+def empty(*size, dtype=None, requires_grad=False, device=None):
+    return _finish(xp.empty(_size(size), dtype=_float_dtype(dtype)), requires_grad)
+
+
+def full(size, fill_value, dtype=None, requires_grad=False, device=None):
+    if dtype is None:
+        dtype = (B.bool_ if isinstance(fill_value, bool) else
+                 B.int64 if isinstance(fill_value, int) else B.get_default_dtype())
+    return _finish(xp.full(_size((size,)), fill_value, dtype=B.to_dtype(dtype)), requires_grad)
+
+
+def zeros_like(x, dtype=None, requires_grad=False):
+    return _finish(xp.zeros(x.shape, dtype=B.to_dtype(dtype) or x.dtype), requires_grad)
+
+
+def ones_like(x, dtype=None, requires_grad=False):
+    return _finish(xp.ones(x.shape, dtype=B.to_dtype(dtype) or x.dtype), requires_grad)
+
+
+def empty_like(x, dtype=None, requires_grad=False):
+    return _finish(xp.empty(x.shape, dtype=B.to_dtype(dtype) or x.dtype), requires_grad)
+
+
+def full_like(x, fill_value, dtype=None, requires_grad=False):
+    return _finish(xp.full(x.shape, fill_value, dtype=B.to_dtype(dtype) or x.dtype), requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None):
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        ints = all(isinstance(v, int) for v in (start, end, step))
+        dtype = B.int64 if ints else B.get_default_dtype()
+    return _finish(xp.arange(start, end, step, dtype=B.to_dtype(dtype)), requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, requires_grad=False, device=None):
+    return _finish(xp.linspace(start, end, steps, dtype=_float_dtype(dtype)), requires_grad)
+
+
+def eye(n, m=None, dtype=None, requires_grad=False, device=None):
+    return _finish(xp.eye(n, m, dtype=_float_dtype(dtype)), requires_grad)
+
+
+def randn(*size, generator=None, dtype=None, requires_grad=False, device=None):
+    g = _gen(generator)
+    return _finish(g.normal(0.0, 1.0, _size(size)).astype(_float_dtype(dtype)), requires_grad)
+
+
+def rand(*size, generator=None, dtype=None, requires_grad=False, device=None):
+    g = _gen(generator)
+    return _finish(g.random(_size(size)).astype(_float_dtype(dtype)), requires_grad)
+
+
+def randint(low, high=None, size=None, generator=None, dtype=None, device=None):
+    if high is None:
+        low, high = 0, low
+    if size is None:
+        raise TypeError("randint: size must be given, e.g. randint(0, 10, (3,))")
+    g = _gen(generator)
+    return _finish(g.integers(low, high, _size((size,))).astype(B.to_dtype(dtype) or B.int64), False)
+
+
+def randperm(n, generator=None, dtype=None, device=None):
+    return _finish(_gen(generator).permutation(n).astype(B.to_dtype(dtype) or B.int64), False)
+
+
+def randn_like(x, generator=None, dtype=None, requires_grad=False):
+    return randn(*x.shape, generator=generator, dtype=dtype or x.dtype, requires_grad=requires_grad)
+
+
+def rand_like(x, generator=None, dtype=None, requires_grad=False):
+    return rand(*x.shape, generator=generator, dtype=dtype or x.dtype, requires_grad=requires_grad)
+
+
+def normal(mean, std, size, generator=None, dtype=None, requires_grad=False):
+    g = _gen(generator)
+    return _finish(g.normal(mean, std, _size((size,))).astype(_float_dtype(dtype)), requires_grad)
+
+
+def bernoulli(p, generator=None):
+    g = _gen(generator)
+    pa = p._data
+    return _finish((g.random(pa.shape) < pa).astype(pa.dtype), False)
+
+
+def from_numpy(a):
+    """Wrap a NumPy array without copying (they share memory, as torch.from_numpy)."""
+    return Tensor._make(xp.asarray(a))
+
+
+def as_tensor(data, dtype=None):
+    if isinstance(data, Tensor) and (dtype is None or B.to_dtype(dtype) == data.dtype):
+        return data
+    return Tensor._make(B.as_array(data, dtype))

@@ -1,0 +1,1 @@
+"""Small runnable scripts, one idea of the notes each (python -m varlens.examples.NAME)."""

@@ -1,0 +1,128 @@
+"""varlens.ops: every differentiable op as a Function (forward + backward side by side),
+grouped by family, plus the functions users call.  The table at the bottom
+installs the Tensor methods and operators, so ``x.sum(1)`` and ``x + y`` land here."""
+from __future__ import annotations
+
+from varlens.ops import dual
+from varlens.ops.compare import (allclose, bitwise_and, bitwise_not, bitwise_or, ceil, eq, equal,
+                                 floor, floor_divide, ge, gt, isclose, isfinite, isinf, isnan, le,
+                                 logical_and, logical_not, logical_or, logical_xor, lt, ne, remainder,
+                                 round, trunc)
+from varlens.ops.einsum import einsum
+from varlens.ops.elementwise import (abs, add, cast, clamp, clone, cos, div, elu, erf, exp, gelu,
+                                     leaky_relu, log, maximum, minimum, mul, neg, pow, rdiv, relu,
+                                     rpow, rsqrt, rsub, sigmoid, sign, silu, sin, softplus, sqrt,
+                                     square, sub, tanh, where)
+from varlens.ops.index import (gather, getitem, index_key, index_put, index_scatter, index_select,
+                               masked_fill, one_hot, scatter, scatter_add)
+from varlens.ops.linalg import bmm, dot, matmul, mm, outer
+from varlens.ops.reduce import (all, amax, amin, any, argmax, argmin, cumsum, logsumexp, max, mean,
+                                min, norm, prod, softmax, log_softmax, std, std_mean, sum, var,
+                                var_mean)
+from varlens.ops.shape import (broadcast_to, cat, chunk, concat, concatenate, expand, expand_as,
+                               flatten, flip, movedim, permute, repeat, reshape, split, squeeze,
+                               stack, swapaxes, t, transpose, unbind, unflatten, unsqueeze, view,
+                               view_as)
+from varlens.tensor import Tensor
+
+dual.Tensor = Tensor
+
+clip = clamp
+multiply = mul
+subtract = sub
+divide = div
+true_divide = div
+negative = neg
+absolute = abs
+greater = gt
+less = lt
+
+
+def log1p(x):
+    return log(add(x, 1.0))
+
+
+def expm1(x):
+    return sub(exp(x), 1.0)
+
+
+def log2(x):
+    return div(log(x), 0.6931471805599453)
+
+
+def log10(x):
+    return div(log(x), 2.302585092994046)
+
+
+def reciprocal(x):
+    return rdiv(x, 1.0)
+
+
+def mv(a, v):
+    return matmul(a, v)
+
+
+def addmm(bias, a, b, *, beta=1, alpha=1):
+    out = matmul(a, b)
+    if alpha != 1:
+        out = mul(out, alpha)
+    return add(mul(bias, beta) if beta != 1 else bias, out)
+
+
+def lerp(a, b, w):
+    return add(a, mul(sub(b, a), w))
+
+
+def _r(fn):
+    """Reflected operator: other OP self."""
+    return lambda self, other: fn(self, other)
+
+
+def _size_args(fn):
+    def m(self, *shape):
+        return fn(self, *shape)
+    return m
+
+
+_METHODS = {
+    # operators
+    "__add__": add, "__radd__": add, "__sub__": sub, "__rsub__": rsub, "__mul__": mul,
+    "__rmul__": mul, "__truediv__": div, "__rtruediv__": rdiv, "__neg__": neg, "__pow__": pow,
+    "__rpow__": rpow, "__matmul__": matmul, "__rmatmul__": lambda s, o: matmul(o, s),
+    "__getitem__": getitem, "__abs__": abs, "__pos__": lambda s: s,
+    "__eq__": eq, "__ne__": ne, "__lt__": lt, "__le__": le, "__gt__": gt, "__ge__": ge,
+    "__and__": bitwise_and, "__or__": bitwise_or, "__invert__": bitwise_not,
+    "__floordiv__": floor_divide, "__mod__": remainder, "__xor__": logical_xor,
+    # arithmetic and math
+    "add": add, "sub": sub, "subtract": sub, "mul": mul, "multiply": mul, "div": div,
+    "divide": div, "true_divide": div, "neg": neg, "negative": neg, "pow": pow, "exp": exp,
+    "log": log, "log1p": log1p, "expm1": expm1, "log2": log2, "log10": log10, "sqrt": sqrt,
+    "rsqrt": rsqrt, "square": square, "abs": abs, "absolute": abs, "sign": sign, "sin": sin,
+    "cos": cos, "erf": erf, "tanh": tanh, "sigmoid": sigmoid, "relu": relu, "clamp": clamp,
+    "clip": clamp, "maximum": maximum, "minimum": minimum, "reciprocal": reciprocal,
+    "lerp": lerp, "floor": floor, "ceil": ceil, "round": round, "trunc": trunc,
+    "remainder": remainder, "isnan": isnan, "isinf": isinf, "isfinite": isfinite,
+    "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
+    "logical_and": logical_and, "logical_or": logical_or, "logical_not": logical_not,
+    "logical_xor": logical_xor, "masked_fill": masked_fill, "where": lambda s, c, o: where(c, s, o),
+    "matmul": matmul, "mm": mm, "bmm": bmm, "dot": dot, "mv": mv, "outer": outer,
+    # reductions
+    "sum": sum, "mean": mean, "var": var, "std": std, "max": max, "min": min, "amax": amax,
+    "amin": amin, "argmax": argmax, "argmin": argmin, "logsumexp": logsumexp, "prod": prod,
+    "softmax": softmax, "log_softmax": log_softmax, "cumsum": cumsum, "norm": norm,
+    "all": all, "any": any,
+    # shapes
+    "reshape": _size_args(reshape), "view": _size_args(reshape), "view_as": view_as,
+    "permute": _size_args(permute), "transpose": transpose, "swapaxes": transpose, "t": t,
+    "squeeze": squeeze, "unsqueeze": unsqueeze, "flatten": flatten, "unflatten": unflatten,
+    "expand": _size_args(expand), "expand_as": expand_as, "broadcast_to": broadcast_to,
+    "flip": flip, "split": split, "chunk": chunk, "unbind": unbind, "movedim": movedim,
+    "repeat": _size_args(repeat),
+    # indexing
+    "gather": gather, "scatter_add": scatter_add, "scatter": scatter, "index_select": index_select,
+    "allclose": allclose, "equal": equal,
+}
+
+for _name, _fn in _METHODS.items():
+    setattr(Tensor, _name, _fn)
+del _name, _fn

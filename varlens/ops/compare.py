@@ -1,0 +1,55 @@
+"""Comparisons and logical ops: no gradient (their outputs are bool or integer)."""
+from __future__ import annotations
+
+from varlens.backend import xp
+
+
+def _arr(v):
+    from varlens.tensor import Tensor
+    return v._data if isinstance(v, Tensor) else v
+
+
+def _mk(fn):
+    from varlens.tensor import Tensor
+
+    def f(a, b=None):
+        r = fn(_arr(a)) if b is None else fn(_arr(a), _arr(b))
+        return Tensor._make(xp.asarray(r))
+    return f
+
+
+eq = _mk(xp.equal)
+ne = _mk(xp.not_equal)
+lt = _mk(xp.less)
+le = _mk(xp.less_equal)
+gt = _mk(xp.greater)
+ge = _mk(xp.greater_equal)
+logical_and = _mk(xp.logical_and)
+logical_or = _mk(xp.logical_or)
+logical_xor = _mk(xp.logical_xor)
+logical_not = _mk(xp.logical_not)
+isnan = _mk(xp.isnan)
+isinf = _mk(xp.isinf)
+isfinite = _mk(xp.isfinite)
+floor = _mk(xp.floor)
+ceil = _mk(xp.ceil)
+round = _mk(xp.round)  # noqa: A001
+trunc = _mk(xp.trunc)
+floor_divide = _mk(xp.floor_divide)
+remainder = _mk(xp.remainder)
+bitwise_and = _mk(xp.bitwise_and)
+bitwise_or = _mk(xp.bitwise_or)
+bitwise_not = _mk(xp.invert)
+
+
+def equal(a, b):
+    return bool(a.shape == b.shape and xp.array_equal(a._data, b._data))
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return bool(xp.allclose(_arr(a), _arr(b), rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    from varlens.tensor import Tensor
+    return Tensor._make(xp.isclose(_arr(a), _arr(b), rtol=rtol, atol=atol, equal_nan=equal_nan))

@@ -1,0 +1,541 @@
+"""Elementwise ops: arithmetic, transcendental functions and activations.
+
+Convention for every backward here: it returns dL/d(input) = dL/d(out) * d(out)/d(input)
+elementwise (the chain rule of seed 003 §1.6 / seed 001 §3.1, one entry of the
+Jacobian's diagonal at a time).  Broadcast inputs are reduced by the engine.
+"""
+from __future__ import annotations
+
+import math
+
+from varlens.autograd.function import Function
+from varlens.backend import xp
+from varlens.ops import dual as D
+
+
+def _scalarize(v):
+    """NumPy scalars behave like Python numbers (weakly typed), as in PyTorch."""
+    if type(v).__module__ == "numpy" and hasattr(v, "item") and getattr(v, "ndim", 1) == 0:
+        return v.item()
+    return v
+
+
+# ---------------------------------------------------------------- arithmetic
+class Add(Function):
+    """out = a + b;  d/da = 1, d/db = 1."""
+
+    def forward(self, a, b):
+        return a + b
+
+    def backward(self, g):
+        return g, g
+
+
+class Sub(Function):
+    """out = a - b;  d/da = 1, d/db = -1."""
+
+    def forward(self, a, b):
+        return a - b
+
+    def backward(self, g):
+        return g, (-g if self.next[1] is not None else None)
+
+
+class Mul(Function):
+    """out = a * b;  d/da = b, d/db = a (product rule)."""
+
+    def forward(self, a, b):
+        self.save_for_backward(a, b)
+        return a * b
+
+    def backward(self, g):
+        a, b = self.saved
+        n = self.next
+        return (g * b if n[0] is not None else None), (g * a if n[1] is not None else None)
+
+
+class Div(Function):
+    """out = a / b;  d/da = 1/b, d/db = -a/b^2."""
+
+    def forward(self, a, b):
+        self.save_for_backward(a, b)
+        return a / b
+
+    def backward(self, g):
+        a, b = self.saved
+        n = self.next
+        ga = g / b if n[0] is not None else None
+        gb = -g * a / (b * b) if n[1] is not None else None
+        return ga, gb
+
+
+class Neg(Function):
+    """out = -x;  d/dx = -1."""
+
+    def forward(self, x):
+        return -x
+
+    def backward(self, g):
+        return -g
+
+
+class Pow(Function):
+    """out = x ** e;  d/dx = e x^(e-1);  d/de = x^e log x (exponent a tensor)."""
+
+    def forward(self, x, e):
+        self.save_for_backward(x, e)
+        return x ** e
+
+    def backward(self, g):
+        x, e = self.saved
+        n = self.next
+        gx = ge = None
+        if n[0] is not None:
+            gx = g * e * x ** (e - 1) if not isinstance(e, (int, float)) or e != 0 else g * 0
+        if n[1] is not None:
+            # d/de x^e = x^e log x; PyTorch takes 0 where x == 0 (and e >= 0)
+            safe = D.where(x > 0, x, 1.0) if not isinstance(x, (int, float)) else x
+            ge = g * (x ** e) * D.log(safe)
+            if not isinstance(x, (int, float)):
+                ge = D.where(x > 0, ge, 0.0)
+        return gx, ge
+
+
+class Exp(Function):
+    """out = e^x;  d/dx = e^x = out."""
+
+    def forward(self, x):
+        y = xp.exp(x)
+        self.save_for_backward(y)
+        return y
+
+    def backward(self, g):
+        return g * self.saved[0]
+
+
+class Log(Function):
+    """out = ln x;  d/dx = 1/x."""
+
+    def forward(self, x):
+        self.save_for_backward(x)
+        return xp.log(x)
+
+    def backward(self, g):
+        return g / self.saved[0]
+
+
+class Sqrt(Function):
+    """out = sqrt(x);  d/dx = 1 / (2 sqrt(x))."""
+
+    def forward(self, x):
+        y = xp.sqrt(x)
+        self.save_for_backward(y)
+        return y
+
+    def backward(self, g):
+        return g / (2 * self.saved[0])
+
+
+class Abs(Function):
+    """out = |x|;  d/dx = sign(x) (0 at 0, as PyTorch)."""
+
+    def forward(self, x):
+        self.save_for_backward(x)
+        return xp.abs(x)
+
+    def backward(self, g):
+        return g * D.sign(self.saved[0])
+
+
+class Sign(Function):
+    """out = sign(x); derivative 0 almost everywhere."""
+
+    def forward(self, x):
+        return xp.sign(x)
+
+    def backward(self, g):
+        return g * 0
+
+
+class Sin(Function):
+    """out = sin x;  d/dx = cos x."""
+
+    def forward(self, x):
+        self.save_for_backward(x)
+        return xp.sin(x)
+
+    def backward(self, g):
+        return g * D.cos(self.saved[0])
+
+
+class Cos(Function):
+    """out = cos x;  d/dx = -sin x."""
+
+    def forward(self, x):
+        self.save_for_backward(x)
+        return xp.cos(x)
+
+    def backward(self, g):
+        return -g * D.sin(self.saved[0])
+
+
+class Erf(Function):
+    """out = erf x;  d/dx = 2/sqrt(pi) exp(-x^2)."""
+
+    def forward(self, x):
+        from varlens.backend import erf
+        self.save_for_backward(x)
+        return erf(x).astype(x.dtype, copy=False)
+
+    def backward(self, g):
+        x = self.saved[0]
+        return g * (2.0 / math.sqrt(math.pi)) * D.exp(-(x * x))
+
+
+# ---------------------------------------------------------------- activations
+class Tanh(Function):
+    """out = tanh x;  d/dx = 1 - tanh^2 x (seed 003 §1.4.2)."""
+
+    def forward(self, x):
+        y = xp.tanh(x)
+        self.save_for_backward(y)
+        return y
+
+    def backward(self, g):
+        y = self.saved[0]
+        return g * (1 - y * y)
+
+
+class Sigmoid(Function):
+    """out = s(x) = 1/(1+e^-x);  d/dx = s(x)(1 - s(x)) (seed 003 §1.4.2)."""
+
+    def forward(self, x):
+        y = D._sigmoid_array(x)
+        self.save_for_backward(y)
+        return y
+
+    def backward(self, g):
+        y = self.saved[0]
+        return g * y * (1 - y)
+
+
+class ReLU(Function):
+    """out = max(x, 0);  d/dx = 1{x > 0} (0 at x = 0, as seed 001 §2.3 and PyTorch;
+    seed 003 §1.6.4 takes 1 there, see docs/conventions.md)."""
+
+    def forward(self, x):
+        y = xp.maximum(x, 0)
+        self.save_for_backward(y)
+        return y
+
+    def backward(self, g):
+        return g * (self.saved[0] > 0)
+
+
+class LeakyReLU(Function):
+    """out = x if x > 0 else slope*x;  d/dx = 1 or slope."""
+
+    def forward(self, x, slope=0.01):
+        self.slope = slope
+        self.save_for_backward(x)
+        return xp.where(x > 0, x, x * slope)
+
+    def backward(self, g):
+        x = self.saved[0]
+        return D.where(x > 0, g, g * self.slope)
+
+
+class ELU(Function):
+    """out = x if x > 0 else alpha (e^x - 1);  d/dx = 1 or alpha e^x."""
+
+    def forward(self, x, alpha=1.0):
+        self.alpha = alpha
+        self.save_for_backward(x)
+        return xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, 0)))
+
+    def backward(self, g):
+        x = self.saved[0]
+        return D.where(x > 0, g, g * self.alpha * D.exp(D.where(x > 0, 0.0, x)))
+
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+class GELU(Function):
+    """Exact: out = x Phi(x), d/dx = Phi(x) + x phi(x).
+    tanh: out = x/2 (1 + tanh(u)), u = sqrt(2/pi)(x + 0.044715 x^3),
+    d/dx = (1 + tanh u)/2 + x/2 (1 - tanh^2 u) sqrt(2/pi)(1 + 3*0.044715 x^2)."""
+
+    def forward(self, x, approximate="none"):
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+        self.save_for_backward(x)
+        if approximate == "tanh":
+            return 0.5 * x * (1 + xp.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x ** 3)))
+        from varlens.backend import erf
+        return (0.5 * x * (1 + erf(x / math.sqrt(2.0)))).astype(x.dtype, copy=False)
+
+    def backward(self, g):
+        x = self.saved[0]
+        if self.approximate == "tanh":
+            t = D.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
+            return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x))
+        cdf = 0.5 * (1 + D.erf(x * (1 / math.sqrt(2.0))))
+        pdf = D.exp(-0.5 * x * x) * _INV_SQRT_2PI
+        return g * (cdf + x * pdf)
+
+
+class SiLU(Function):
+    """out = x s(x);  d/dx = s(x) (1 + x (1 - s(x)))."""
+
+    def forward(self, x):
+        self.save_for_backward(x)
+        return x * D._sigmoid_array(x)
+
+    def backward(self, g):
+        x = self.saved[0]
+        s = D.sigmoid(x)
+        return g * s * (1 + x * (1 - s))
+
+
+class Softplus(Function):
+    """out = log(1 + e^(beta x))/beta (linear above threshold);  d/dx = s(beta x)."""
+
+    def forward(self, x, beta=1.0, threshold=20.0):
+        self.beta, self.threshold = beta, threshold
+        self.save_for_backward(x)
+        bx = beta * x
+        return xp.where(bx > threshold, x, xp.logaddexp(0, bx) / beta).astype(x.dtype, copy=False)
+
+    def backward(self, g):
+        x = self.saved[0]
+        bx = x * self.beta
+        return D.where(bx > self.threshold, g, g * D.sigmoid(bx))
+
+
+class Clamp(Function):
+    """out = min(max(x, lo), hi);  d/dx = 1 inside [lo, hi] (inclusive, as PyTorch), else 0."""
+
+    def forward(self, x, lo=None, hi=None):
+        if lo is None and hi is None:
+            raise ValueError("clamp: at least one of min and max must be given")
+        mask = xp.ones(x.shape, dtype=bool)
+        if lo is not None:
+            mask &= x >= lo
+        if hi is not None:
+            mask &= x <= hi
+        self.mask = mask
+        return xp.clip(x, lo, hi)
+
+    def backward(self, g):
+        return g * self.mask
+
+
+class Maximum(Function):
+    """out = max(a, b);  the gradient goes to the larger input, split in half at ties (as PyTorch)."""
+
+    def forward(self, a, b):
+        self.wa = (a > b) + 0.5 * (a == b)
+        return xp.maximum(a, b)
+
+    def backward(self, g):
+        return g * self.wa, g * (1 - self.wa)
+
+
+class Minimum(Function):
+    """out = min(a, b);  the gradient goes to the smaller input, split in half at ties."""
+
+    def forward(self, a, b):
+        self.wa = (a < b) + 0.5 * (a == b)
+        return xp.minimum(a, b)
+
+    def backward(self, g):
+        return g * self.wa, g * (1 - self.wa)
+
+
+class Where(Function):
+    """out = cond ? a : b;  d/da = 1{cond}, d/db = 1{not cond}."""
+
+    def forward(self, cond, a, b):
+        self.cond = cond
+        return xp.where(cond, a, b)
+
+    def backward(self, g):
+        c = self.cond
+        n = self.next
+        ga = D.where(c, g, 0.0) if n[1] is not None else None
+        gb = D.where(c, 0.0, g) if n[2] is not None else None
+        return None, ga, gb
+
+
+class Cast(Function):
+    """out = x converted to another dtype;  the gradient is cast back (by the engine)."""
+
+    def forward(self, x, dtype):
+        self.in_dtype = x.dtype
+        return x.astype(dtype)
+
+    def backward(self, g):
+        if self.in_dtype.kind not in "fc":
+            return None
+        return g
+
+
+class Clone(Function):
+    """out = a copy of x;  d/dx = 1."""
+
+    def forward(self, x):
+        return x.copy()
+
+    def backward(self, g):
+        return g
+
+
+# ---------------------------------------------------------------- functional wrappers
+def add(a, b, *, alpha=1):
+    if alpha != 1:
+        b = mul(b, alpha)
+    return Add.apply(a, _scalarize(b))
+
+
+def sub(a, b, *, alpha=1):
+    if alpha != 1:
+        b = mul(b, alpha)
+    return Sub.apply(a, _scalarize(b))
+
+
+def rsub(a, b):
+    return Sub.apply(_scalarize(b), a)
+
+
+def mul(a, b):
+    return Mul.apply(a, _scalarize(b))
+
+
+def div(a, b, *, rounding_mode=None):
+    if rounding_mode is not None:
+        from varlens.ops.compare import floor_divide
+        if rounding_mode == "floor":
+            return floor_divide(a, b)
+        raise ValueError(f"div: rounding_mode must be None or 'floor', got {rounding_mode!r}")
+    return Div.apply(a, _scalarize(b))
+
+
+def rdiv(a, b):
+    return Div.apply(_scalarize(b), a)
+
+
+def neg(x):
+    return Neg.apply(x)
+
+
+def pow(x, e):  # noqa: A001
+    return Pow.apply(x, _scalarize(e))
+
+
+def rpow(x, b):
+    return Pow.apply(_scalarize(b), x)
+
+
+def exp(x):
+    return Exp.apply(x)
+
+
+def log(x):
+    return Log.apply(x)
+
+
+def sqrt(x):
+    return Sqrt.apply(x)
+
+
+def rsqrt(x):
+    return Pow.apply(x, -0.5)
+
+
+def square(x):
+    return Mul.apply(x, x)
+
+
+def abs(x):  # noqa: A001
+    return Abs.apply(x)
+
+
+def sign(x):
+    return Sign.apply(x)
+
+
+def sin(x):
+    return Sin.apply(x)
+
+
+def cos(x):
+    return Cos.apply(x)
+
+
+def erf(x):
+    return Erf.apply(x)
+
+
+def tanh(x):
+    return Tanh.apply(x)
+
+
+def sigmoid(x):
+    return Sigmoid.apply(x)
+
+
+def relu(x):
+    return ReLU.apply(x)
+
+
+def leaky_relu(x, negative_slope=0.01):
+    return LeakyReLU.apply(x, negative_slope)
+
+
+def elu(x, alpha=1.0):
+    return ELU.apply(x, alpha)
+
+
+def gelu(x, approximate="none"):
+    return GELU.apply(x, approximate=approximate)
+
+
+def silu(x):
+    return SiLU.apply(x)
+
+
+def softplus(x, beta=1.0, threshold=20.0):
+    return Softplus.apply(x, beta, threshold)
+
+
+def clamp(x, min=None, max=None):  # noqa: A002
+    lo = min.item() if hasattr(min, "item") and not isinstance(min, (int, float)) else min
+    hi = max.item() if hasattr(max, "item") and not isinstance(max, (int, float)) else max
+    return Clamp.apply(x, lo, hi)
+
+
+def maximum(a, b):
+    return Maximum.apply(a, b)
+
+
+def minimum(a, b):
+    return Minimum.apply(a, b)
+
+
+def where(cond, a, b):
+    from varlens.tensor import Tensor
+    c = cond._data if isinstance(cond, Tensor) else xp.asarray(cond)
+    if c.dtype != bool:
+        raise TypeError(f"where: condition must be a bool tensor, got dtype {c.dtype}")
+    return Where.apply(c, _scalarize(a), _scalarize(b))
+
+
+def cast(x, dtype):
+    return Cast.apply(x, dtype)
+
+
+def clone(x):
+    return Clone.apply(x)

@@ -1,0 +1,269 @@
+"""Indexing: slicing, advanced indexing, gather/scatter, masked_fill.
+
+The backward of reading ``x[key]`` is writing: the cotangent is scattered into a
+zero tensor of x's shape at ``key``, with repeated indices accumulated (so an
+embedding row used twice gets both contributions).
+"""
+from __future__ import annotations
+
+from varlens.autograd.function import Function
+from varlens.backend import xp
+from varlens.ops import dual as D
+
+
+def index_key(key):
+    """Turn Tensors/lists inside an index into arrays; leave ints, slices, None, Ellipsis."""
+    from varlens.tensor import Tensor
+    if isinstance(key, tuple):
+        return tuple(_one(k, Tensor) for k in key)
+    return _one(key, Tensor)
+
+
+def _one(k, Tensor):
+    if isinstance(k, Tensor):
+        a = k._data
+        if a.dtype.kind not in "iub":
+            raise IndexError(f"index: tensors used as indices must be integer or bool, got dtype {a.dtype}")
+        return a
+    if isinstance(k, list):
+        a = xp.asarray(k)
+        if a.dtype.kind not in "iub" and a.size:
+            raise IndexError(f"index: lists used as indices must hold integers or bools, got {a.dtype}")
+        return a.astype(xp.int64) if a.dtype.kind != "b" else a
+    return k
+
+
+def _is_basic(key):
+    ks = key if isinstance(key, tuple) else (key,)
+    return all(k is None or k is Ellipsis or isinstance(k, (int, slice)) for k in ks)
+
+
+def _scatter_array(g, key, shape):
+    z = xp.zeros(shape, dtype=g.dtype)
+    if _is_basic(key):
+        z[key] = g
+    else:
+        xp.add.at(z, key, g)
+    return z
+
+
+class GetItem(Function):
+    """out = x[key];  dL/dx = zeros with g added at key (repeats accumulate)."""
+
+    def forward(self, x, key):
+        self.key, self.in_shape = key, x.shape
+        try:
+            return x[key]
+        except IndexError as e:
+            raise IndexError(f"index {_fmt(key)} is invalid for a tensor of shape {tuple(x.shape)}: {e}") from None
+
+    def backward(self, g):
+        return D.index_scatter(g, self.key, self.in_shape)
+
+
+def _fmt(key):
+    return repr(key) if not hasattr(key, "shape") else f"array of shape {key.shape}"
+
+
+class IndexScatter(Function):
+    """out = zeros(shape) with g added at key;  dL/dg = out_grad[key] (the adjoint of GetItem)."""
+
+    def forward(self, g, key, shape):
+        self.key = key
+        return _scatter_array(g, key, shape)
+
+    def backward(self, gg):
+        return gg[self.key]
+
+
+class IndexPut(Function):
+    """out = x with out[key] = v;  dL/dx = g with zeros at key;  dL/dv = g[key]."""
+
+    def forward(self, x, key, v):
+        self.key = key
+        out = x.copy()
+        out[key] = v
+        return out
+
+    def backward(self, g):
+        n = self.next
+        gx = gv = None
+        if n[0] is not None:
+            m = xp.ones(self._oshape, dtype=bool)
+            m[self.key] = False
+            gx = g * m
+        if n[2] is not None:
+            gv = g[self.key]
+        return gx, None, gv
+
+
+class Gather(Function):
+    """out[i][j] = x[i][index[i][j]] along dim;  dL/dx = zeros with g added at those positions."""
+
+    def forward(self, x, dim, index):
+        self.dim, self.index, self.in_shape = dim, index, x.shape
+        return xp.take_along_axis(x, index, axis=dim)
+
+    def backward(self, g):
+        if hasattr(g, "_data"):
+            return scatter_add(_zeros_tensor(self.in_shape, g.dtype), self.dim, _t(self.index), g), None, None
+        z = xp.zeros(self.in_shape, dtype=g.dtype)
+        _add_along(z, self.dim, self.index, g)
+        return z, None, None
+
+
+def _t(a):
+    from varlens.tensor import Tensor
+    return Tensor._make(a)
+
+
+def _zeros_tensor(shape, dtype):
+    from varlens.tensor import Tensor
+    return Tensor._make(xp.zeros(shape, dtype=dtype))
+
+
+def _full_index(dim, index):
+    idx = list(xp.indices(index.shape, sparse=True))
+    idx[dim] = index
+    return tuple(idx)
+
+
+def _add_along(z, dim, index, src):
+    xp.add.at(z, _full_index(dim, index), src[tuple(slice(0, s) for s in index.shape)])
+
+
+class ScatterAdd(Function):
+    """out = x, then out[index along dim] += src;  dL/dx = g;  dL/dsrc = gather(g, dim, index)."""
+
+    def forward(self, x, dim, index, src):
+        self.dim, self.index = dim, index
+        out = x.copy()
+        _add_along(out, dim, index, src)
+        self.src_shape = src.shape
+        return out
+
+    def backward(self, g):
+        gs = None
+        if self.next[3] is not None:
+            gs = gather(g, self.dim, _t(self.index)) if hasattr(g, "_data") else \
+                xp.take_along_axis(g, self.index, axis=self.dim)
+            if gs.shape != self.src_shape:  # src larger than index: the rest gets no gradient
+                full = xp.zeros(self.src_shape, dtype=g.dtype) if not hasattr(g, "_data") else None
+                if full is not None:
+                    full[tuple(slice(0, s) for s in self.index.shape)] = gs
+                    gs = full
+        return g, None, None, gs
+
+
+class Scatter(Function):
+    """out = x, then out[index along dim] = src;  dL/dx = g with zeros where written;
+    dL/dsrc = gather(g, dim, index)."""
+
+    def forward(self, x, dim, index, src):
+        self.dim, self.index = dim, index
+        out = x.copy()
+        if isinstance(src, (int, float, bool)):
+            xp.put_along_axis(out, index, src, axis=dim)
+        else:
+            out[_full_index(dim, index)] = src[tuple(slice(0, s) for s in index.shape)]
+        return out
+
+    def backward(self, g):
+        m = xp.ones(self._oshape, dtype=bool)
+        m[_full_index(self.dim, self.index)] = False
+        gs = None
+        if len(self.next) > 3 and self.next[3] is not None:
+            gs = xp.take_along_axis(g, self.index, axis=self.dim)
+        return g * m, None, None, gs
+
+
+class MaskedFill(Function):
+    """out = value where mask else x;  dL/dx = g where not mask, 0 where filled."""
+
+    def forward(self, x, mask, value):
+        self.mask = mask
+        return xp.where(mask, xp.asarray(value, dtype=x.dtype), x)
+
+    def backward(self, g):
+        return D.where(self.mask, 0.0, g), None, None
+
+
+# ---------------------------------------------------------------- wrappers
+def getitem(x, key):
+    return GetItem.apply(x, index_key(key))
+
+
+def index_scatter(g, key, shape):
+    return IndexScatter.apply(g, key, shape)
+
+
+def index_put(x, key, value):
+    from varlens.tensor import Tensor
+    if not isinstance(value, Tensor):
+        value = xp.asarray(value, dtype=x.dtype)
+    return IndexPut.apply(x, index_key(key), value)
+
+
+def index_select(x, dim, index):
+    d = dim % x.ndim
+    return getitem(x, (slice(None),) * d + (index,))
+
+
+def _check_index(index, x, dim, op):
+    from varlens.tensor import Tensor
+    idx = index._data if isinstance(index, Tensor) else xp.asarray(index)
+    if idx.dtype.kind not in "iu":
+        raise RuntimeError(f"{op}: index must be an int64 tensor, got dtype {idx.dtype}")
+    if idx.ndim != x.ndim:
+        raise RuntimeError(f"{op}: index has {idx.ndim} dimensions but the input has {x.ndim}")
+    n = x.shape[dim]
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        raise IndexError(f"{op}: index {int(idx.max()) if idx.max() >= n else int(idx.min())} is out of "
+                         f"bounds for dimension {dim} with size {n}")
+    return idx
+
+
+def gather(x, dim, index):
+    d = dim % x.ndim
+    return Gather.apply(x, d, _check_index(index, x, d, "gather"))
+
+
+def scatter_add(x, dim, index, src):
+    d = dim % x.ndim
+    return ScatterAdd.apply(x, d, _check_index(index, x, d, "scatter_add"), src)
+
+
+def scatter(x, dim, index, src=None, *, value=None):
+    d = dim % x.ndim
+    if src is None:
+        src = value
+    return Scatter.apply(x, d, _check_index(index, x, d, "scatter"), src)
+
+
+def masked_fill(x, mask, value):
+    from varlens.tensor import Tensor
+    m = mask._data if isinstance(mask, Tensor) else xp.asarray(mask)
+    if m.dtype != bool:
+        raise RuntimeError(f"masked_fill: mask must be a bool tensor, got dtype {m.dtype}")
+    if isinstance(value, Tensor):
+        value = value.item()
+    try:
+        xp.broadcast_shapes(m.shape, x.shape)
+    except ValueError:
+        raise RuntimeError(f"masked_fill: mask of shape {tuple(m.shape)} does not broadcast to the "
+                           f"input's shape {tuple(x.shape)}") from None
+    return MaskedFill.apply(x, m, value)
+
+
+def one_hot(index, num_classes=-1):
+    from varlens.tensor import Tensor
+    a = index._data if isinstance(index, Tensor) else xp.asarray(index)
+    if a.dtype.kind not in "iu":
+        raise RuntimeError(f"one_hot: expected an integer (int64) tensor of class indices, got dtype {a.dtype}")
+    if num_classes < 0:
+        num_classes = int(a.max()) + 1 if a.size else 0
+    if a.size and (a.min() < 0 or a.max() >= num_classes):
+        raise RuntimeError(f"one_hot: class values must be in [0, {num_classes}), got "
+                           f"{int(a.min()) if a.min() < 0 else int(a.max())}")
+    out = (a[..., None] == xp.arange(num_classes)).astype(xp.int64)
+    return Tensor._make(out)

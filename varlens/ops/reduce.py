@@ -1,0 +1,421 @@
+"""Reductions over dimensions: sum, mean, var/std, max/min, logsumexp, softmax.
+
+Each backward spreads the cotangent of the reduced output back over the
+elements that produced it (re-inserting the reduced axes first).
+"""
+from __future__ import annotations
+
+import builtins as _b
+from collections import namedtuple
+
+from varlens.autograd.function import Function
+from varlens.backend import xp
+from varlens.ops import dual as D
+
+
+def norm_dims(dim, ndim, op):
+    """Normalise a dim argument (int, tuple, list or None) to a sorted tuple of axes."""
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, (list, tuple)):
+        dims = tuple(dim)
+    else:
+        dims = (dim,)
+    out = []
+    for d in dims:
+        d = int(d)
+        if not -_b.max(ndim, 1) <= d < _b.max(ndim, 1):
+            raise IndexError(f"{op}: dim {d} is out of range for a tensor with {ndim} dimensions "
+                             f"(expected a value in [{-_b.max(ndim, 1)}, {_b.max(ndim, 1) - 1}])")
+        out.append(d % _b.max(ndim, 1) if ndim else 0)
+    return tuple(sorted(set(out))) if ndim else ()
+
+
+def _kept_shape(shape, axes):
+    return tuple(1 if i in axes else s for i, s in enumerate(shape))
+
+
+def _expand_back(g, in_shape, axes, keepdim):
+    """Re-insert reduced axes into ``g`` and broadcast it to the input shape."""
+    if not keepdim:
+        g = D.reshape(g, _kept_shape(in_shape, axes))
+    return D.broadcast_to(g, in_shape)
+
+
+class Sum(Function):
+    """out = sum of x over axes;  d/dx = 1 for every summed element."""
+
+    def forward(self, x, axes, keepdim):
+        self.in_shape, self.axes, self.keepdim = x.shape, axes, keepdim
+        return xp.sum(x, axis=axes, keepdims=keepdim)
+
+    def backward(self, g):
+        return _expand_back(g, self.in_shape, self.axes, self.keepdim)
+
+
+class Mean(Function):
+    """out = mean of x over axes;  d/dx = 1/N."""
+
+    def forward(self, x, axes, keepdim):
+        self.in_shape, self.axes, self.keepdim = x.shape, axes, keepdim
+        n = 1
+        for a in axes:
+            n *= x.shape[a]
+        self.n = n
+        return xp.mean(x, axis=axes, keepdims=keepdim)
+
+    def backward(self, g):
+        return _expand_back(g, self.in_shape, self.axes, self.keepdim) * (1.0 / _b.max(self.n, 1))
+
+
+class Var(Function):
+    """out = sum (x - mean)^2 / (N - correction);  d/dx = 2 (x - mean) / (N - correction)."""
+
+    def forward(self, x, axes, correction, keepdim):
+        self.in_shape, self.axes, self.keepdim = x.shape, axes, keepdim
+        self.n = _numel(x.shape, axes)
+        self.denom = _b.max(self.n - correction, 0)
+        self.save_for_backward(x)
+        return xp.var(x, axis=axes, ddof=correction, keepdims=keepdim)
+
+    def backward(self, g):
+        x = self.saved[0]
+        xc = x - D.sum(x, self.axes, True) * (1.0 / self.n)
+        return _expand_back(g, self.in_shape, self.axes, self.keepdim) * xc * (2.0 / self.denom)
+
+
+def _numel(shape, axes):
+    n = 1
+    for a in axes:
+        n *= shape[a]
+    return n
+
+
+class Std(Function):
+    """out = sqrt(var);  d/dx = (x - mean) / ((N - correction) * std)."""
+
+    def forward(self, x, axes, correction, keepdim):
+        self.in_shape, self.axes, self.keepdim = x.shape, axes, keepdim
+        self.n = _numel(x.shape, axes)
+        self.denom = _b.max(self.n - correction, 0)
+        y = xp.std(x, axis=axes, ddof=correction, keepdims=keepdim)
+        self.save_for_backward(x, y)
+        return y
+
+    def backward(self, g):
+        x, y = self.saved
+        xc = x - D.sum(x, self.axes, True) * (1.0 / self.n)
+        gy = _expand_back(g / y, self.in_shape, self.axes, self.keepdim)
+        return gy * xc * (1.0 / self.denom)
+
+
+class Amax(Function):
+    """out = max over axes;  the gradient is shared evenly among the maximal elements (as PyTorch)."""
+
+    fn = staticmethod(xp.max)
+
+    def forward(self, x, axes, keepdim):
+        self.in_shape, self.axes, self.keepdim = x.shape, axes, keepdim
+        y = self.fn(x, axis=axes, keepdims=True)
+        mask = (x == y)
+        self.w = mask / mask.sum(axis=axes, keepdims=True).astype(x.dtype)
+        return y if keepdim else y.reshape(tuple(s for i, s in enumerate(x.shape) if i not in axes))
+
+    def backward(self, g):
+        return _expand_back(g, self.in_shape, self.axes, self.keepdim) * self.w
+
+
+class Amin(Amax):
+    """out = min over axes;  gradient shared evenly among the minimal elements."""
+
+    fn = staticmethod(xp.min)
+
+
+class LogSumExp(Function):
+    """out = log sum exp x (computed stably);  d/dx = exp(x - out) = softmax(x)."""
+
+    def forward(self, x, axes, keepdim):
+        self.in_shape, self.axes, self.keepdim = x.shape, axes, keepdim
+        m = xp.max(x, axis=axes, keepdims=True)
+        m = xp.where(xp.isfinite(m), m, 0)
+        y = xp.log(xp.sum(xp.exp(x - m), axis=axes, keepdims=True)) + m
+        self.save_for_backward(x, y if keepdim else y.reshape(_drop(x.shape, axes)))
+        return self.saved[1]
+
+    def backward(self, g):
+        x, y = self.saved
+        yk = y if self.keepdim else D.reshape(y, _kept_shape(self.in_shape, self.axes))
+        return _expand_back(g, self.in_shape, self.axes, self.keepdim) * D.exp(x - yk)
+
+
+def _drop(shape, axes):
+    return tuple(s for i, s in enumerate(shape) if i not in axes)
+
+
+class Softmax(Function):
+    """y = exp(x - max) / sum;  dL/dx = y * (g - sum(g*y)) (the Jacobian diag(y) - y y^T of seed 001 §3.1)."""
+
+    def forward(self, x, dim):
+        self.dim = dim
+        e = xp.exp(x - xp.max(x, axis=dim, keepdims=True))
+        e /= e.sum(axis=dim, keepdims=True)
+        self.save_for_backward(e)
+        return e
+
+    def backward(self, g):
+        y = self.saved[0]
+        gy = g * y
+        return gy - y * D.sum(gy, self.dim, True)
+
+
+class LogSoftmax(Function):
+    """y = x - logsumexp(x);  dL/dx = g - softmax(x) * sum(g)."""
+
+    def forward(self, x, dim):
+        self.dim = dim
+        s = x - xp.max(x, axis=dim, keepdims=True)
+        y = s - xp.log(xp.sum(xp.exp(s), axis=dim, keepdims=True))
+        self.save_for_backward(y)
+        return y
+
+    def backward(self, g):
+        y = self.saved[0]
+        return g - D.exp(y) * D.sum(g, self.dim, True)
+
+
+class CumSum(Function):
+    """out_i = sum_{j<=i} x_j;  dL/dx_j = sum_{i>=j} g_i (a reversed cumulative sum)."""
+
+    def forward(self, x, dim):
+        self.dim = dim
+        return xp.cumsum(x, axis=dim)
+
+    def backward(self, g):
+        if hasattr(g, "_data"):
+            from varlens import ops
+            return ops.flip(ops.cumsum(ops.flip(g, (self.dim,)), self.dim), (self.dim,))
+        return xp.flip(xp.cumsum(xp.flip(g, self.dim), axis=self.dim), self.dim)
+
+
+class Prod(Function):
+    """out = prod x over axes;  d/dx_i = prod_{j != i} x_j (computed as out / x_i where x_i != 0)."""
+
+    differentiable_backward = False
+
+    def forward(self, x, axes, keepdim):
+        self.in_shape, self.axes, self.keepdim = x.shape, axes, keepdim
+        self.x = x
+        y = xp.prod(x, axis=axes, keepdims=True)
+        self.yk = y
+        return y if keepdim else y.reshape(_drop(x.shape, axes))
+
+    def backward(self, g):
+        x = self.x
+        gk = g if self.keepdim else g.reshape(self.yk.shape)
+        zero = x == 0
+        if not zero.any():
+            return gk * self.yk / x
+        # exact product of the others, element by element along the (flattened) reduced axes
+        moved = xp.moveaxis(x, self.axes, tuple(range(-len(self.axes), 0)))
+        flat = moved.reshape(moved.shape[:moved.ndim - len(self.axes)] + (-1,))
+        n = flat.shape[-1]
+        left = xp.concatenate([xp.ones_like(flat[..., :1]), xp.cumprod(flat, -1)[..., :-1]], -1)
+        right = xp.flip(xp.concatenate([xp.ones_like(flat[..., :1]),
+                                        xp.cumprod(xp.flip(flat, -1), -1)[..., :-1]], -1), -1)
+        others = (left * right).reshape(moved.shape)
+        others = xp.moveaxis(others, tuple(range(-len(self.axes), 0)), self.axes)
+        del n
+        return gk * others
+
+    @staticmethod
+    def composite(x, axes, keepdim):
+        """The same product as a chain of multiplications (differentiable twice)."""
+        from varlens import ops
+        nd = x.ndim
+        rest = [i for i in range(nd) if i not in axes]
+        moved = ops.permute(x, rest + list(axes))
+        flat = ops.reshape(moved, tuple(x.shape[i] for i in rest) + (-1,))
+        parts = ops.unbind(flat, -1)
+        out = parts[0]
+        for p in parts[1:]:
+            out = out * p
+        if keepdim:
+            out = ops.reshape(out, _kept_shape(x.shape, axes))
+        return out
+
+
+# ---------------------------------------------------------------- wrappers
+def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
+    if dtype is not None:
+        x = x.to(dtype)
+    elif x.dtype.kind in "bui":
+        x = x.to("int64")
+    return Sum.apply(x, norm_dims(dim, x.ndim, "sum"), keepdim)
+
+
+def mean(x, dim=None, keepdim=False, *, dtype=None):
+    if dtype is not None:
+        x = x.to(dtype)
+    if x.dtype.kind not in "fc":
+        raise RuntimeError(f"mean: expected a floating-point tensor, got dtype {x.dtype}; "
+                           "convert with .float() first")
+    return Mean.apply(x, norm_dims(dim, x.ndim, "mean"), keepdim)
+
+
+def _correction(unbiased, correction):
+    if correction is not None:
+        return correction
+    if unbiased is None:
+        return 1
+    return 1 if unbiased else 0
+
+
+def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if isinstance(dim, bool):  # var(x, False) means unbiased=False in PyTorch
+        unbiased, dim = dim, None
+    return Var.apply(x, norm_dims(dim, x.ndim, "var"), _correction(unbiased, correction), keepdim)
+
+
+def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if isinstance(dim, bool):
+        unbiased, dim = dim, None
+    return Std.apply(x, norm_dims(dim, x.ndim, "std"), _correction(unbiased, correction), keepdim)
+
+
+def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return var(x, dim, unbiased, keepdim, correction=correction), mean(x, dim, keepdim)
+
+
+def std_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return std(x, dim, unbiased, keepdim, correction=correction), mean(x, dim, keepdim)
+
+
+def amax(x, dim=None, keepdim=False):
+    _nonempty(x, "amax")
+    return Amax.apply(x, norm_dims(dim, x.ndim, "amax"), keepdim)
+
+
+def amin(x, dim=None, keepdim=False):
+    _nonempty(x, "amin")
+    return Amin.apply(x, norm_dims(dim, x.ndim, "amin"), keepdim)
+
+
+def _nonempty(x, op):
+    if x.numel() == 0:
+        raise RuntimeError(f"{op}: cannot reduce an empty tensor of shape {tuple(x.shape)}")
+
+
+MinMax = namedtuple("MinMax", ["values", "indices"])
+
+
+def max(x, dim=None, keepdim=False):  # noqa: A001
+    """max(x) is the overall maximum; max(x, dim) returns (values, indices) as in PyTorch.
+    max(x, other_tensor) is the elementwise maximum."""
+    from varlens.tensor import Tensor
+    if isinstance(dim, Tensor):
+        from varlens.ops.elementwise import maximum
+        return maximum(x, dim)
+    if dim is None:
+        return amax(x)
+    return _minmax_dim(x, dim, keepdim, argmax)
+
+
+def min(x, dim=None, keepdim=False):  # noqa: A001
+    from varlens.tensor import Tensor
+    if isinstance(dim, Tensor):
+        from varlens.ops.elementwise import minimum
+        return minimum(x, dim)
+    if dim is None:
+        return amin(x)
+    return _minmax_dim(x, dim, keepdim, argmin)
+
+
+def _minmax_dim(x, dim, keepdim, argf):
+    from varlens.ops.index import gather
+    _nonempty(x, "max/min")
+    idx = argf(x, dim, keepdim=True)
+    vals = gather(x, dim, idx)
+    if not keepdim:
+        from varlens.ops.shape import squeeze
+        vals, idx = squeeze(vals, dim), squeeze(idx, dim)
+    return MinMax(vals, idx)
+
+
+def argmax(x, dim=None, keepdim=False):
+    from varlens.tensor import Tensor
+    a = x._data
+    if dim is None:
+        r = xp.argmax(a.reshape(-1))
+        return Tensor._make(xp.asarray(r, dtype=xp.int64).reshape((1,) * a.ndim if keepdim else ()))
+    d = norm_dims(dim, a.ndim, "argmax")[0] if a.ndim else 0
+    return Tensor._make(xp.argmax(a, axis=d, keepdims=keepdim).astype(xp.int64))
+
+
+def argmin(x, dim=None, keepdim=False):
+    from varlens.tensor import Tensor
+    a = x._data
+    if dim is None:
+        r = xp.argmin(a.reshape(-1))
+        return Tensor._make(xp.asarray(r, dtype=xp.int64).reshape((1,) * a.ndim if keepdim else ()))
+    d = norm_dims(dim, a.ndim, "argmin")[0] if a.ndim else 0
+    return Tensor._make(xp.argmin(a, axis=d, keepdims=keepdim).astype(xp.int64))
+
+
+def logsumexp(x, dim, keepdim=False):
+    return LogSumExp.apply(x, norm_dims(dim, x.ndim, "logsumexp"), keepdim)
+
+
+def _one_dim(dim, ndim, op):
+    if dim is None:
+        raise TypeError(f"{op}: dim must be given (an int)")
+    return norm_dims(dim, ndim, op)[0] if ndim else 0
+
+
+def softmax(x, dim=None, dtype=None, **_):
+    if dtype is not None:
+        x = x.to(dtype)
+    if dim is None:
+        dim = 0 if x.ndim in (0, 1, 3) else 1  # PyTorch's legacy implicit choice
+    return Softmax.apply(x, _one_dim(dim, x.ndim, "softmax"))
+
+
+def log_softmax(x, dim=None, dtype=None, **_):
+    if dtype is not None:
+        x = x.to(dtype)
+    if dim is None:
+        dim = 0 if x.ndim in (0, 1, 3) else 1
+    return LogSoftmax.apply(x, _one_dim(dim, x.ndim, "log_softmax"))
+
+
+def cumsum(x, dim, *, dtype=None):
+    if dtype is not None:
+        x = x.to(dtype)
+    return CumSum.apply(x, _one_dim(dim, x.ndim, "cumsum"))
+
+
+def prod(x, dim=None, keepdim=False, *, dtype=None):
+    if dtype is not None:
+        x = x.to(dtype)
+    return Prod.apply(x, norm_dims(dim, x.ndim, "prod"), keepdim)
+
+
+def norm(x, p=2, dim=None, keepdim=False):
+    """Vector p-norm over dim (all elements if None), differentiable."""
+    from varlens.ops import elementwise as E
+    if p in ("fro", 2, 2.0):
+        return E.sqrt(sum(E.mul(x, x), dim, keepdim))
+    if p in (1, 1.0):
+        return sum(E.abs(x), dim, keepdim)
+    if p == float("inf"):
+        return amax(E.abs(x), dim, keepdim)
+    return E.pow(sum(E.pow(E.abs(x), p), dim, keepdim), 1.0 / p)
+
+
+def all(x, dim=None, keepdim=False):  # noqa: A001
+    from varlens.tensor import Tensor
+    return Tensor._make(xp.asarray(xp.all(x._data, axis=None if dim is None else dim, keepdims=keepdim)))
+
+
+def any(x, dim=None, keepdim=False):  # noqa: A001
+    from varlens.tensor import Tensor
+    return Tensor._make(xp.asarray(xp.any(x._data, axis=None if dim is None else dim, keepdims=keepdim)))

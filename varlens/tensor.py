@@ -253,16 +253,17 @@ class Tensor:
         return _HookHandle(lst, hook)
 
     # ------------------------------------------------------------------ in-place machinery
-    def _inplace(self, result_fn, array_fn):
+    def _inplace(self, result_fn, array_fn, other_rg=False):
         """Shared body of in-place ops.
 
         Outside autograd (no grad required, or no_grad) the array is changed in
         place and the version counter bumped, so a backward that saved it can
-        refuse.  A non-leaf that requires grad is updated by recording the
-        out-of-place op and re-pointing this tensor at the result.
+        refuse.  A tensor that requires grad (or takes a value that does, as
+        ``buf += w``) is updated by recording the out-of-place op and re-pointing
+        this tensor at the result; a leaf that requires grad is refused.
         """
-        if self._rg and _enabled[0]:
-            if self._node is None:
+        if (self._rg or other_rg) and _enabled[0]:
+            if self._rg and self._node is None:
                 raise RuntimeError(
                     "a leaf tensor that requires grad is being used in an in-place operation; "
                     "wrap the update in varlens.no_grad() (as optimisers do) or clone() it first")
@@ -275,8 +276,24 @@ class Tensor:
         return self
 
     def _binary_inplace(self, op, ufunc, other):
-        o = other._data if isinstance(other, Tensor) else other
-        return self._inplace(lambda: op(self, other), lambda a: ufunc(a, o, out=a, casting="same_kind"))
+        if isinstance(other, Tensor):
+            o, org = other._data, other._rg
+        else:
+            o, org = other, False
+
+        def _arr(a):
+            if not a.flags.writeable:
+                raise RuntimeError(f"{op.__name__}_: this tensor is a read-only broadcast view (from "
+                                   "expand/broadcast_to) and cannot be changed in place; clone() it first")
+            try:
+                ufunc(a, o, out=a, casting="same_kind")
+            except ValueError:
+                raise RuntimeError(f"{op.__name__}_: the value of shape {tuple(getattr(o, 'shape', ()))} "
+                                   f"cannot be broadcast to the tensor's shape {tuple(a.shape)}") from None
+            except TypeError as e:  # numpy's UFuncTypeError: e.g. int tensor += float
+                raise RuntimeError(f"{op.__name__}_: result type cannot be stored in this {a.dtype} "
+                                   f"tensor in place ({e})") from None
+        return self._inplace(lambda: op(self, other), _arr, org)
 
     def add_(self, other, *, alpha=1):
         if alpha != 1:
@@ -332,8 +349,10 @@ class Tensor:
             except ValueError:
                 raise RuntimeError(f"copy_: source of shape {tuple(s.shape)} cannot be broadcast to "
                                    f"{tuple(self._data.shape)}") from None
-        if self._rg and _enabled[0] and isinstance(src, Tensor) and src._rg:
-            return self._inplace(lambda: _ops.add(_ops.mul(self, 0), src), None)
+        src_rg = isinstance(src, Tensor) and src._rg
+        if _enabled[0] and (self._rg or src_rg):
+            srct = src if isinstance(src, Tensor) else Tensor._make(s)
+            return self._inplace(lambda: _ops.add(_ops.mul(self, 0), srct).to(self._data.dtype), None, True)
 
         def _copy(a):
             a[...] = s
@@ -364,8 +383,8 @@ class Tensor:
     def __setitem__(self, key, value):
         key = _ops.index_key(key)
         v = value._data if isinstance(value, Tensor) else value
-        if self._rg and _enabled[0]:
-            return self._inplace(lambda: _ops.index_put(self, key, value), None)
+        if (self._rg or (isinstance(value, Tensor) and value._rg)) and _enabled[0]:
+            return self._inplace(lambda: _ops.index_put(self, key, value), None, True)
 
         def _set(a):
             a[key] = v
@@ -377,6 +396,9 @@ class Tensor:
         for a in args:
             if isinstance(a, Tensor):
                 dtype = a.dtype
+            elif isinstance(a, str) and a.rsplit(".", 1)[-1] in _DTYPE_NAMES:
+                name = a.rsplit(".", 1)[-1]
+                dtype = getattr(B, "bool_" if name == "bool" else name)
             elif isinstance(a, str) or a is None:
                 if a not in (None, "cpu") and not str(a).startswith("cpu"):
                     raise RuntimeError(f"to(): device {a!r} is not available; varlens runs on the CPU "
@@ -451,6 +473,10 @@ class Tensor:
 
     def new_empty(self, *size, dtype=None):
         return Tensor._make(xp.empty(_size(size), dtype=dtype or self.dtype))
+
+
+_DTYPE_NAMES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
+                "half", "float", "double", "short", "int", "long"}
 
 
 class Size(tuple):

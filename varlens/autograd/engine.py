@@ -13,25 +13,36 @@ from varlens.autograd import grad_mode as _gm
 from varlens.autograd.function import Function, _check_finite
 from varlens.backend import sum_to, xp
 
+ndarray = xp.ndarray
+
 Tensor = None  # bound by varlens.tensor
 
 
 def _toposort(roots):
-    """Nodes reachable from ``roots``, consumers before producers (iterative DFS)."""
-    order, seen = [], set()
-    stack = [(n, False) for n in roots]
-    while stack:
-        node, done = stack.pop()
-        if done:
-            order.append(node)
+    """Nodes reachable from ``roots``, consumers before producers.
+
+    An iterative depth-first post-order (an explicit stack of edge iterators,
+    never recursion), so graphs of any depth work; each node is visited once.
+    """
+    F = Function
+    order = []
+    seen = set()
+    add = seen.add
+    for r in roots:
+        if r in seen:
             continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        for p in node.next:
-            if p is not None and isinstance(p, Function) and id(p) not in seen:
-                stack.append((p, False))
+        add(r)
+        stack = [(r, iter(r.next))]
+        while stack:
+            node, it = stack[-1]
+            for p in it:
+                if p is not None and isinstance(p, F) and p not in seen:
+                    add(p)
+                    stack.append((p, iter(p.next)))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
     order.reverse()
     return order
 
@@ -46,24 +57,36 @@ def _sum_to(g, shape):
 def run_backward(roots, root_grads, retain_graph=False, create_graph=False, capture=None):
     """Propagate ``root_grads`` from ``roots`` (Tensors) back to the leaves.
 
-    ``capture``: None to accumulate into leaves' ``.grad``; else a dict mapping
-    id(tensor or node) -> slot index, filled into the returned list (autograd.grad).
+    ``capture``: None to accumulate into leaves' ``.grad``; else a dict whose keys
+    are id(leaf tensor) or id(node) of the wanted inputs; their gradients are
+    returned in a dict with the same keys (autograd.grad).
     """
     T = Tensor
-    grads = {}
+    F = Function
+    grads = {}  # node -> incoming cotangent (summed over its consumers)
     results = {} if capture is not None else None
     root_nodes = []
     for t, g in zip(roots, root_grads):
-        if t._node is None:  # backward on a leaf itself
-            _deliver_leaf(t, g, None, results, capture, create_graph)
+        node = t._node
+        if node is None:  # backward on a leaf itself
+            _deliver_leaf(t, g, True, results, capture, create_graph)
             continue
-        key = id(t._node)
-        grads[key] = grads[key] + g if key in grads else g
-        root_nodes.append(t._node)
+        if node in grads:
+            grads[node] = grads[node] + g
+        else:
+            grads[node] = g
+            root_nodes.append(node)
+    if not root_nodes:
+        return results
     anomaly = _gm._anomaly[0]
-    with _gm.set_grad_enabled(create_graph):
+    sent = set()  # ids of arrays already handed on: a leaf must not share one (see _deliver_leaf)
+    owned = set()  # ids of accumulated sums the engine created itself (safe to add into in place)
+    enabled = _gm._enabled
+    prev = enabled[0]
+    enabled[0] = create_graph
+    try:
         for node in _toposort(root_nodes):
-            g = grads.pop(id(node), None)
+            g = grads.pop(node, None)
             if g is None:
                 continue
             if capture is not None and id(node) in capture:
@@ -80,39 +103,54 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, capt
                     "to the first backward() if you need to call it again.")
             if node._vs is not None:
                 node._check_versions()
-            if create_graph:
-                gin = node._backward_graph(g)
-            else:
-                gin = node.backward(g)
-            if not isinstance(gin, tuple):
+            gin = node._backward_graph(g) if create_graph else node.backward(g)
+            if type(gin) is not tuple:
                 gin = (gin,)
             if not retain_graph:
                 node.saved = None
                 node._args = None
+            sent.add(id(g))
             for p, gi in zip(node.next, gin):
                 if p is None or gi is None:
                     continue
-                if isinstance(p, Function):
-                    shape, dtype = p._oshape, p._odtype
+                if isinstance(p, F):
+                    if gi.shape != p._oshape:
+                        gi = _sum_to(gi, p._oshape)
+                    if gi.dtype != p._odtype:
+                        gi = gi.to(p._odtype) if create_graph else gi.astype(p._odtype)
+                    if anomaly:
+                        _check_finite(gi._data if create_graph else gi, f"{type(node).__name__} (backward)")
+                    if p in grads:
+                        cur = grads[p]
+                        if id(cur) in owned:
+                            cur += gi  # a sum this loop made: nobody else holds it
+                        else:
+                            cur = grads[p] = cur + gi
+                            if cur.__class__ is ndarray:  # (NumPy scalars cannot add in place)
+                                owned.add(id(cur))
+                    else:
+                        grads[p] = gi
+                        sent.add(id(gi))
                 else:
-                    shape, dtype = p._data.shape, p._data.dtype
-                if gi.shape != shape:
-                    gi = _sum_to(gi, shape)
-                if gi.dtype != dtype:
-                    gi = gi.to(dtype) if create_graph else gi.astype(dtype)
-                if anomaly:
-                    _check_finite(gi._data if create_graph else gi, f"{type(node).__name__} (backward)")
-                if isinstance(p, Function):
-                    k = id(p)
-                    grads[k] = grads[k] + gi if k in grads else gi
-                else:
-                    _deliver_leaf(p, gi, g, results, capture, create_graph)
-    if capture is not None:
-        return results
-    return None
+                    d = p._data
+                    if gi.shape != d.shape:
+                        gi = _sum_to(gi, d.shape)
+                    if gi.dtype != d.dtype:
+                        gi = gi.to(d.dtype) if create_graph else gi.astype(d.dtype)
+                    if anomaly:
+                        _check_finite(gi._data if create_graph else gi, f"{type(node).__name__} (backward)")
+                    k = id(gi)
+                    _deliver_leaf(p, gi, k in sent, results, capture, create_graph)
+                    sent.add(k)
+    finally:
+        enabled[0] = prev
+    return results
 
 
-def _deliver_leaf(t, gi, g_in, results, capture, create_graph):
+def _deliver_leaf(t, gi, shared, results, capture, create_graph):
+    """Add ``gi`` into leaf ``t``'s gradient.  ``shared``: the array may also be held
+    elsewhere (the incoming cotangent, another input's gradient), so it is copied
+    before the leaf keeps it; the leaf's own buffer is then accumulated in place."""
     T = Tensor
     if capture is not None:
         k = id(t)
@@ -124,15 +162,22 @@ def _deliver_leaf(t, gi, g_in, results, capture, create_graph):
             r = h(gi if create_graph else T._make(gi))
             if r is not None:
                 gi = r if create_graph else r._data
+                shared = True
     if create_graph:
         t.grad = gi if t.grad is None else t.grad + gi
         return
     if t.grad is None:
-        if gi is g_in or not gi.flags.owndata:
+        if gi.__class__ is not ndarray:
+            gi = xp.asarray(gi)  # a NumPy scalar from 0-d math: give the leaf a real array
+        elif shared or not gi.flags.owndata:
             gi = gi.copy()  # never let two leaves (or a leaf and the graph) share a buffer
         t.grad = T._make(gi)
     else:
-        t.grad._data = t.grad._data + gi
+        old = t.grad._data
+        if old.flags.writeable and old.shape == gi.shape and not t.grad._rg:
+            old += gi  # the engine owns this buffer: accumulate without a new allocation
+        else:
+            t.grad._data = old + gi
 
 
 def _as_grad_array(t, g, what):
@@ -143,7 +188,7 @@ def _as_grad_array(t, g, what):
                 f"{what}: grad can be implicitly created only for scalar outputs, but the output has "
                 f"shape {tuple(t.shape)}; pass gradient= a tensor of that shape (e.g. ones_like(out)) "
                 "or reduce the output first (out.sum())")
-        return xp.ones_like(t._data)
+        return xp.ones(t._data.shape, dtype=t._data.dtype)
     ga = g._data if isinstance(g, Tensor) else xp.asarray(g, dtype=t._data.dtype)
     if ga.shape != t._data.shape:
         raise RuntimeError(f"{what}: gradient has shape {tuple(ga.shape)} but the output has shape "

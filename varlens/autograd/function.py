@@ -29,8 +29,12 @@ indices) are built from several single-output ops.
 from __future__ import annotations
 
 from varlens.autograd import grad_mode as _gm
+from varlens.backend import xp as _np
 
 _enabled = _gm._enabled
+_new = object.__new__
+_ndarray = _np.ndarray
+_asarray = _np.asarray
 _anomaly = _gm._anomaly
 Tensor = None  # bound by varlens.tensor at import (the tensor layer sits above this file's base class)
 
@@ -39,7 +43,7 @@ class Function:
     differentiable = True           # False: the output never requires grad (argmax, comparisons)
     differentiable_backward = True  # False: double backward goes through composite()
     hooks = None                    # gradient hooks on this node's output (Tensor.register_hook)
-    _vs = None                      # (tensor, version) of inputs, checked before backward
+    _vs = None                      # [(version counter, version at forward)] of saved arrays
     _args = None                    # forward arrays/params, kept only for composite()
     _kw = None
 
@@ -73,36 +77,80 @@ class Function:
     @classmethod
     def apply(cls, *args, **kwargs):
         """Run forward on the inputs' arrays and, if any input needs grad, record a node."""
-        ctx = cls.__new__(cls)
-        datas = []
-        need = False
         T = Tensor
-        for a in args:
+        ctx = _new(cls)
+        ctx.saved = ()
+        datas = []
+        nxt = []
+        need = False
+        for a in args:  # one plain loop: measurably cheaper than two comprehensions
             if isinstance(a, T):
                 datas.append(a._data)
                 if a._rg:
                     need = True
+                    nxt.append(a._node or a)
+                else:
+                    nxt.append(None)
             else:
                 datas.append(a)
-        if need and _enabled[0] and cls.differentiable:
-            ctx.saved = ()
+                nxt.append(None)
+        try:
             out = ctx.forward(*datas, **kwargs)
-            ctx.next = tuple((a._node or a) if isinstance(a, T) and a._rg else None for a in args)
+        except ValueError as e:
+            err = _shape_error(cls, datas, e)
+            if err is None:
+                raise
+            raise err from None
+        raw = out
+        if out.__class__ is not _ndarray:
+            out = _asarray(out)  # NumPy returns scalars from full reductions; keep 0-d arrays
+        if need and _enabled[0] and cls.differentiable:
+            ctx.next = nxt
             ctx._oshape = out.shape
             ctx._odtype = out.dtype
-            if ctx.saved:
-                ctx._vs = tuple((a, a._version[0]) for a in args if isinstance(a, T))
-                ctx._ids = (id(out),) + tuple(map(id, datas))
+            res = T._make(out, ctx)
+            saved = ctx.saved
+            if saved:
+                ctx._track(args, raw, res, saved)
             if not cls.differentiable_backward:
                 ctx._args = datas
                 ctx._kw = kwargs
-            res = T._make(out, ctx)
         else:
-            ctx.saved = ()
-            res = T._make(ctx.forward(*datas, **kwargs))
+            res = T._make(out)
         if _anomaly[0]:
             _check_finite(res._data, f"{cls.__name__} (forward)")
         return res
+
+    def _track(self, args, out, res, saved):
+        """For each saved value note where it came from (the output, input i, or neither),
+        which create_graph needs to rewire it, and remember the version of every tensor
+        whose array backward will read, so an in-place change made after this point is
+        caught instead of silently corrupting the gradient."""
+        if len(saved) == 1 and saved[0] is out:  # fast path: the output alone (exp, tanh, ...)
+            self._src = (-1,)
+            self._vs = ((res._version, 0),)
+            return
+        T = Tensor
+        src = []
+        vs = []
+        for s in saved:
+            if s is out:
+                src.append(-1)
+                vs.append((res._version, 0))
+                continue
+            i = 0
+            for a in args:
+                if a is s or (isinstance(a, T) and a._data is s):
+                    src.append(i)
+                    if a is not s:
+                        vs.append((a._version, a._version[0]))
+                    break
+                i += 1
+            else:
+                src.append(None)
+        self._src = src
+        if vs:
+            self._vs = vs
 
     # ------------------------------------------------------------------ engine side
     def _input_tensor(self, i, value):
@@ -116,12 +164,12 @@ class Function:
         return T._make(value, p)
 
     def _check_versions(self):
-        for t, v in self._vs:
-            if t._version[0] != v and any(t._data is s for s in self.saved):
+        for ver, v in self._vs:
+            if ver[0] != v:
                 raise RuntimeError(
                     f"one of the tensors needed for the gradient of {type(self).__name__} was "
                     f"modified by an in-place operation after it was used (its version went from "
-                    f"{v} to {t._version[0]}); clone() it before changing it in place")
+                    f"{v} to {ver[0]}); clone() it before changing it in place")
 
     def _backward_graph(self, g):
         """Backward with Tensors so the result is itself differentiable (create_graph=True)."""
@@ -139,17 +187,14 @@ class Function:
             return tuple(next(gs) if p is not None else None for p in self.next)
         saved = self.saved
         if saved:
-            ids = self._ids
             conv = []
-            for s in saved:
-                sid = id(s)
-                if sid == ids[0]:
-                    conv.append(T._make(s, self))
-                elif sid in ids[1:]:
-                    i = ids.index(sid, 1) - 1
-                    conv.append(self._input_tensor(i, s))
+            for s, k in zip(saved, self._src):
+                if k == -1:
+                    conv.append(T._make(s, self))         # the output, wired to this node
+                elif k is not None:
+                    conv.append(self._input_tensor(k, s))  # an input, wired to its producer
                 elif hasattr(s, "shape"):
-                    conv.append(T._make(s))
+                    conv.append(T._make(s))                # anything else is a constant
                 else:
                     conv.append(s)
             self.saved = tuple(conv)
@@ -158,6 +203,16 @@ class Function:
             finally:
                 self.saved = saved
         return self.backward(g)
+
+
+def _shape_error(cls, datas, err):
+    """Turn NumPy's broadcasting ValueError into one that names the op and the shapes."""
+    msg = str(err)
+    shapes = [tuple(d.shape) for d in datas if hasattr(d, "shape")]
+    if "broadcast" in msg and len(shapes) >= 2:
+        shown = " and ".join(str(s) for s in shapes)
+        return RuntimeError(f"{cls.__name__.lower()}: shapes {shown} cannot be broadcast together")
+    return None
 
 
 def _check_finite(a, where):

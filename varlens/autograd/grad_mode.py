@@ -17,6 +17,12 @@ class _GradModeContext:
 
     mode = True
 
+    def __new__(cls, *args, **kwargs):
+        # bare decorator use, ``@no_grad`` without parentheses (PyTorch allows it)
+        if cls in (no_grad, enable_grad) and len(args) == 1 and callable(args[0]) and not kwargs:
+            return cls()(args[0])
+        return super().__new__(cls)
+
     def __enter__(self):
         self._prev = _enabled[0]
         _enabled[0] = self.mode
@@ -25,10 +31,13 @@ class _GradModeContext:
         _enabled[0] = self._prev
         return False
 
+    def _fresh(self):
+        return type(self)()
+
     def __call__(self, fn):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with self.__class__() if type(self) is not set_grad_enabled else set_grad_enabled(self.mode):
+            with self._fresh():
                 return fn(*args, **kwargs)
         return wrapper
 
@@ -56,6 +65,13 @@ class set_grad_enabled(_GradModeContext):
     def __enter__(self):
         pass
 
+    def _fresh(self):
+        return set_grad_enabled(self.mode)
+
+    def __call__(self, fn):
+        _enabled[0] = self._prev  # used as a decorator: undo the immediate switch made by __init__
+        return super().__call__(fn)
+
     def __exit__(self, *exc):
         _enabled[0] = self._prev
         return False
@@ -66,6 +82,9 @@ class inference_mode(no_grad):
 
     def __init__(self, mode: bool = True):
         self.mode = not mode
+
+    def _fresh(self):
+        return inference_mode(not self.mode)
 
 
 class detect_anomaly:

@@ -93,9 +93,9 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, n_directions=4, raise_
                 continue
             v = v / n
             orig = x._data.copy()
-            x._data = orig + eps * v
+            x._data = np.asarray(orig + eps * v)  # (0-d + 0-d is a NumPy scalar)
             fp = f_val()
-            x._data = orig - eps * v
+            x._data = np.asarray(orig - eps * v)
             fm = f_val()
             x._data = orig
             numeric = (fp - fm) / (2 * eps)

@@ -4,11 +4,13 @@ installs the Tensor methods and operators, so ``x.sum(1)`` and ``x + y`` land he
 from __future__ import annotations
 
 from varlens.ops import dual
+from varlens.ops.attention import scaled_dot_product_attention
 from varlens.ops.compare import (allclose, bitwise_and, bitwise_not, bitwise_or, ceil, eq, equal,
                                  floor, floor_divide, ge, gt, isclose, isfinite, isinf, isnan, le,
                                  logical_and, logical_not, logical_or, logical_xor, lt, ne, remainder,
                                  round, trunc)
 from varlens.ops.einsum import einsum
+from varlens.ops.elementwise import _add, _sub  # noqa: F401  (operator fast paths)
 from varlens.ops.elementwise import (abs, add, cast, clamp, clone, cos, div, elu, erf, exp, gelu,
                                      leaky_relu, log, maximum, minimum, mul, neg, pow, rdiv, relu,
                                      rpow, rsqrt, rsub, sigmoid, sign, silu, sin, softplus, sqrt,
@@ -86,7 +88,7 @@ def _size_args(fn):
 
 _METHODS = {
     # operators
-    "__add__": add, "__radd__": add, "__sub__": sub, "__rsub__": rsub, "__mul__": mul,
+    "__add__": _add, "__radd__": _add, "__sub__": _sub, "__rsub__": rsub, "__mul__": mul,
     "__rmul__": mul, "__truediv__": div, "__rtruediv__": rdiv, "__neg__": neg, "__pow__": pow,
     "__rpow__": rpow, "__matmul__": matmul, "__rmatmul__": lambda s, o: matmul(o, s),
     "__getitem__": getitem, "__abs__": abs, "__pos__": lambda s: s,

@@ -1,6 +1,7 @@
 """Comparisons and logical ops: no gradient (their outputs are bool or integer)."""
 from __future__ import annotations
 
+from varlens.autograd.function import Function
 from varlens.backend import xp
 
 
@@ -31,10 +32,52 @@ logical_not = _mk(xp.logical_not)
 isnan = _mk(xp.isnan)
 isinf = _mk(xp.isinf)
 isfinite = _mk(xp.isfinite)
-floor = _mk(xp.floor)
-ceil = _mk(xp.ceil)
-round = _mk(xp.round)  # noqa: A001
-trunc = _mk(xp.trunc)
+
+
+class _Step(Function):
+    """A piecewise-constant map (floor, ceil, round, trunc): derivative 0 almost everywhere,
+    so backward returns zeros (as PyTorch, which keeps these ops differentiable)."""
+
+    fn = None
+
+    def forward(self, x, *args):
+        return x.copy() if x.dtype.kind in "biu" else type(self).fn(x, *args)
+
+    def backward(self, g):
+        return g * 0
+
+
+class Floor(_Step):
+    fn = staticmethod(xp.floor)
+
+
+class Ceil(_Step):
+    fn = staticmethod(xp.ceil)
+
+
+class Round(_Step):
+    fn = staticmethod(xp.round)
+
+
+class Trunc(_Step):
+    fn = staticmethod(xp.trunc)
+
+
+def floor(x):
+    return Floor.apply(x)
+
+
+def ceil(x):
+    return Ceil.apply(x)
+
+
+def round(x, *, decimals=0):  # noqa: A001
+    return Round.apply(x) if decimals == 0 else Round.apply(x, decimals)
+
+
+def trunc(x):
+    return Trunc.apply(x)
+
 floor_divide = _mk(xp.floor_divide)
 remainder = _mk(xp.remainder)
 bitwise_and = _mk(xp.bitwise_and)

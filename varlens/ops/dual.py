@@ -7,6 +7,7 @@ the type of its first argument.
 """
 from __future__ import annotations
 
+from varlens.backend import matmul as _matmul_array
 from varlens.backend import sum_to as _sum_to_array
 from varlens.backend import xp
 
@@ -52,7 +53,9 @@ def permute(x, axes):
 
 
 def matmul(a, b):
-    return _o().matmul(a, b) if isinstance(a, Tensor) or isinstance(b, Tensor) else a @ b
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        return _o().matmul(a, b)
+    return _matmul_array(a, b)
 
 
 def _unary(name, fn):

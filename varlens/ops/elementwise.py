@@ -8,9 +8,64 @@ from __future__ import annotations
 
 import math
 
+from varlens.autograd import function as _F
 from varlens.autograd.function import Function
-from varlens.backend import xp
+from varlens.backend import get_default_dtype, xp
 from varlens.ops import dual as D
+
+
+_PY = (float, int, bool)
+_CAT = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+
+
+def _promote(a, b, true_div=False):
+    """Cast operands so a binary op's result dtype follows PyTorch, not NumPy.
+
+    They differ where integers meet floats: NumPy gives float64 for int64 * 2.5,
+    float32 * int64 and int / int; PyTorch keeps the float tensor's dtype (or the
+    default float dtype for Python floats and true division), and a 0-d tensor
+    defers to a dimensioned one of the same kind.  Same-dtype tensors and float
+    tensors with Python numbers (the hot path) return at once.
+    """
+    T = _F.Tensor
+    if isinstance(a, T):
+        da = a._data.dtype
+        if isinstance(b, T):
+            db = b._data.dtype
+            if da is db or da == db:
+                if true_div and da.kind != "f":
+                    f = get_default_dtype()
+                    return cast(a, f), cast(b, f)
+                return a, b
+            ka, kb = _CAT[da.kind], _CAT[db.kind]
+            if ka == kb:
+                na, nb = a._data.ndim, b._data.ndim
+                if na == 0 and nb:
+                    a = cast(a, db)
+                elif nb == 0 and na:
+                    b = cast(b, da)
+            elif ka >= 2 and kb < 2:
+                b = cast(b, da)
+            elif kb >= 2 and ka < 2:
+                a = cast(a, db)
+            if true_div and a.dtype.kind != "f" and b.dtype.kind != "f":
+                f = get_default_dtype()
+                return cast(a, f), cast(b, f)
+            return a, b
+        if type(b) not in _PY:
+            b = _scalarize(b)
+        if da.kind == "f":
+            return a, b
+        if (true_div or isinstance(b, float)) and da.kind in "biu":
+            return cast(a, get_default_dtype()), b
+        return a, b
+    if type(a) not in _PY:
+        a = _scalarize(a)
+    if isinstance(b, T):
+        db = b._data.dtype
+        if db.kind != "f" and (true_div or isinstance(a, float)) and db.kind in "biu":
+            return a, cast(b, get_default_dtype())
+    return a, b
 
 
 def _scalarize(v):
@@ -93,11 +148,13 @@ class Pow(Function):
         if n[0] is not None:
             gx = g * e * x ** (e - 1) if not isinstance(e, (int, float)) or e != 0 else g * 0
         if n[1] is not None:
-            # d/de x^e = x^e log x; PyTorch takes 0 where x == 0 (and e >= 0)
-            safe = D.where(x > 0, x, 1.0) if not isinstance(x, (int, float)) else x
-            ge = g * (x ** e) * D.log(safe)
-            if not isinstance(x, (int, float)):
-                ge = D.where(x > 0, ge, 0.0)
+            # d/de x^e = x^e log x.  As PyTorch: 0 where x == 0, NaN where x < 0 (log of a
+            # negative).  log is taken of a safe value at 0 so second derivatives stay finite.
+            if isinstance(x, (int, float)):
+                ge = g * (x ** e) * math.log(x) if x > 0 else (g * 0 if x == 0 else g * math.nan)
+            else:
+                zero = x == 0
+                ge = D.where(zero, 0.0, g * (x ** e) * D.log(D.where(zero, 1.0, x)))
         return gx, ge
 
 
@@ -273,14 +330,27 @@ class GELU(Function):
         self.approximate = approximate
         self.save_for_backward(x)
         if approximate == "tanh":
-            return 0.5 * x * (1 + xp.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x ** 3)))
+            c = _SQRT_2_OVER_PI
+            u = xp.asarray(x * x)       # an array even for 0-d x (NumPy gives a scalar)
+            u *= c * 0.044715
+            u += c
+            u *= x                      # u = sqrt(2/pi) (x + 0.044715 x^3)
+            t = xp.tanh(u, out=u) if isinstance(u, xp.ndarray) else xp.tanh(u)
+            self.t = t                  # reused by the array-mode backward
+            y = t + 1
+            y *= x
+            y *= 0.5
+            return y
         from varlens.backend import erf
         return (0.5 * x * (1 + erf(x / math.sqrt(2.0)))).astype(x.dtype, copy=False)
 
     def backward(self, g):
         x = self.saved[0]
         if self.approximate == "tanh":
-            t = D.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
+            if hasattr(g, "_data"):  # recorded (create_graph): recompute t from x
+                t = D.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
+            else:
+                t = self.t
             return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x))
         cdf = 0.5 * (1 + D.erf(x * (1 / math.sqrt(2.0))))
         pdf = D.exp(-0.5 * x * x) * _INV_SQRT_2PI
@@ -337,8 +407,9 @@ class Maximum(Function):
     """out = max(a, b);  the gradient goes to the larger input, split in half at ties (as PyTorch)."""
 
     def forward(self, a, b):
-        self.wa = (a > b) + 0.5 * (a == b)
-        return xp.maximum(a, b)
+        out = xp.maximum(a, b)
+        self.wa = ((a > b) + 0.5 * (a == b)).astype(out.dtype, copy=False)
+        return out
 
     def backward(self, g):
         return g * self.wa, g * (1 - self.wa)
@@ -348,8 +419,9 @@ class Minimum(Function):
     """out = min(a, b);  the gradient goes to the smaller input, split in half at ties."""
 
     def forward(self, a, b):
-        self.wa = (a < b) + 0.5 * (a == b)
-        return xp.minimum(a, b)
+        out = xp.minimum(a, b)
+        self.wa = ((a < b) + 0.5 * (a == b)).astype(out.dtype, copy=False)
+        return out
 
     def backward(self, g):
         return g * self.wa, g * (1 - self.wa)
@@ -397,21 +469,29 @@ class Clone(Function):
 def add(a, b, *, alpha=1):
     if alpha != 1:
         b = mul(b, alpha)
-    return Add.apply(a, _scalarize(b))
+    return Add.apply(*_promote(a, b))
+
+
+def _add(a, b):
+    return Add.apply(*_promote(a, b))
+
+
+def _sub(a, b):
+    return Sub.apply(*_promote(a, b))
 
 
 def sub(a, b, *, alpha=1):
     if alpha != 1:
         b = mul(b, alpha)
-    return Sub.apply(a, _scalarize(b))
+    return Sub.apply(*_promote(a, b))
 
 
 def rsub(a, b):
-    return Sub.apply(_scalarize(b), a)
+    return Sub.apply(*_promote(b, a))
 
 
 def mul(a, b):
-    return Mul.apply(a, _scalarize(b))
+    return Mul.apply(*_promote(a, b))
 
 
 def div(a, b, *, rounding_mode=None):
@@ -420,11 +500,11 @@ def div(a, b, *, rounding_mode=None):
         if rounding_mode == "floor":
             return floor_divide(a, b)
         raise ValueError(f"div: rounding_mode must be None or 'floor', got {rounding_mode!r}")
-    return Div.apply(a, _scalarize(b))
+    return Div.apply(*_promote(a, b, True))
 
 
 def rdiv(a, b):
-    return Div.apply(_scalarize(b), a)
+    return Div.apply(*_promote(b, a, True))
 
 
 def neg(x):
@@ -432,11 +512,11 @@ def neg(x):
 
 
 def pow(x, e):  # noqa: A001
-    return Pow.apply(x, _scalarize(e))
+    return Pow.apply(*_promote(x, e))
 
 
 def rpow(x, b):
-    return Pow.apply(_scalarize(b), x)
+    return Pow.apply(*_promote(b, x))
 
 
 def exp(x):
@@ -512,17 +592,25 @@ def softplus(x, beta=1.0, threshold=20.0):
 
 
 def clamp(x, min=None, max=None):  # noqa: A002
+    T = _F.Tensor
+    if isinstance(min, T) and min.numel() > 1 or isinstance(max, T) and max.numel() > 1:
+        # elementwise bounds: the same map as maximum/minimum (gradients reach the bounds too)
+        if min is not None:
+            x = maximum(x, min)
+        if max is not None:
+            x = minimum(x, max)
+        return x
     lo = min.item() if hasattr(min, "item") and not isinstance(min, (int, float)) else min
     hi = max.item() if hasattr(max, "item") and not isinstance(max, (int, float)) else max
     return Clamp.apply(x, lo, hi)
 
 
 def maximum(a, b):
-    return Maximum.apply(a, b)
+    return Maximum.apply(*_promote(a, b))
 
 
 def minimum(a, b):
-    return Minimum.apply(a, b)
+    return Minimum.apply(*_promote(a, b))
 
 
 def where(cond, a, b):
@@ -530,7 +618,11 @@ def where(cond, a, b):
     c = cond._data if isinstance(cond, Tensor) else xp.asarray(cond)
     if c.dtype != bool:
         raise TypeError(f"where: condition must be a bool tensor, got dtype {c.dtype}")
-    return Where.apply(c, _scalarize(a), _scalarize(b))
+    a, b = _promote(_scalarize(a), _scalarize(b))
+    out = Where.apply(c, a, b)
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor) and out.dtype.kind == "f":
+        out = cast(out, get_default_dtype())  # where(c, 1.0, 0.0) is float32, as in PyTorch
+    return out
 
 
 def cast(x, dtype):

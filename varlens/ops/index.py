@@ -102,7 +102,7 @@ class Gather(Function):
 
     def forward(self, x, dim, index):
         self.dim, self.index, self.in_shape = dim, index, x.shape
-        return xp.take_along_axis(x, index, axis=dim)
+        return x[_full_index(dim, index)]  # index may be smaller than x in the other dims
 
     def backward(self, g):
         if hasattr(g, "_data"):
@@ -146,12 +146,9 @@ class ScatterAdd(Function):
         gs = None
         if self.next[3] is not None:
             gs = gather(g, self.dim, _t(self.index)) if hasattr(g, "_data") else \
-                xp.take_along_axis(g, self.index, axis=self.dim)
-            if gs.shape != self.src_shape:  # src larger than index: the rest gets no gradient
-                full = xp.zeros(self.src_shape, dtype=g.dtype) if not hasattr(g, "_data") else None
-                if full is not None:
-                    full[tuple(slice(0, s) for s in self.index.shape)] = gs
-                    gs = full
+                g[_full_index(self.dim, self.index)]
+            if tuple(gs.shape) != tuple(self.src_shape):  # src larger than index: the rest gets 0
+                gs = D.index_scatter(gs, tuple(slice(0, s) for s in self.index.shape), self.src_shape)
         return g, None, None, gs
 
 
@@ -173,7 +170,8 @@ class Scatter(Function):
         m[_full_index(self.dim, self.index)] = False
         gs = None
         if len(self.next) > 3 and self.next[3] is not None:
-            gs = xp.take_along_axis(g, self.index, axis=self.dim)
+            gs = gather(g, self.dim, _t(self.index)) if hasattr(g, "_data") else \
+                g[_full_index(self.dim, self.index)]
         return g * m, None, None, gs
 
 
@@ -190,7 +188,11 @@ class MaskedFill(Function):
 
 # ---------------------------------------------------------------- wrappers
 def getitem(x, key):
-    return GetItem.apply(x, index_key(key))
+    key = index_key(key)
+    out = GetItem.apply(x, key)
+    if _is_basic(key):  # basic indexing gives a view: share the version counter
+        out._version = x._version
+    return out
 
 
 def index_scatter(g, key, shape):

@@ -7,6 +7,7 @@ Batch dimensions that were broadcast are summed away by the engine.
 from __future__ import annotations
 
 from varlens.autograd.function import Function
+from varlens import backend as B
 from varlens.backend import xp
 from varlens.ops import dual as D
 
@@ -24,7 +25,7 @@ class MatMul(Function):
             raise RuntimeError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be "
                                f"multiplied ({ka} != {kb} in the contracted dimension)")
         self.save_for_backward(a, b)
-        return xp.matmul(a, b)
+        return B.matmul(a, b)
 
     def backward(self, g):
         a, b = self.saved

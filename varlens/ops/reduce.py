@@ -42,15 +42,25 @@ def _expand_back(g, in_shape, axes, keepdim):
     return D.broadcast_to(g, in_shape)
 
 
+def _spread(g, in_shape, axes, keepdim):
+    """As _expand_back, but for arrays a fresh, owned array (what a leaf's .grad keeps
+    without another copy); Tensors go the differentiable way."""
+    if isinstance(g, xp.ndarray):
+        out = xp.empty(in_shape, dtype=g.dtype)
+        out[...] = g if keepdim else g.reshape(_kept_shape(in_shape, axes))
+        return out
+    return _expand_back(g, in_shape, axes, keepdim)
+
+
 class Sum(Function):
     """out = sum of x over axes;  d/dx = 1 for every summed element."""
 
     def forward(self, x, axes, keepdim):
         self.in_shape, self.axes, self.keepdim = x.shape, axes, keepdim
-        return xp.sum(x, axis=axes, keepdims=keepdim)
+        return x.sum(axis=None if len(axes) == x.ndim else axes, keepdims=keepdim)
 
     def backward(self, g):
-        return _expand_back(g, self.in_shape, self.axes, self.keepdim)
+        return _spread(g, self.in_shape, self.axes, self.keepdim)
 
 
 class Mean(Function):
@@ -62,10 +72,11 @@ class Mean(Function):
         for a in axes:
             n *= x.shape[a]
         self.n = n
-        return xp.mean(x, axis=axes, keepdims=keepdim)
+        return x.mean(axis=None if len(axes) == x.ndim else axes, keepdims=keepdim)
 
     def backward(self, g):
-        return _expand_back(g, self.in_shape, self.axes, self.keepdim) * (1.0 / _b.max(self.n, 1))
+        # scale the (small) reduced cotangent first, then spread it
+        return _spread(g * (1.0 / _b.max(self.n, 1)), self.in_shape, self.axes, self.keepdim)
 
 
 class Var(Function):
@@ -81,7 +92,8 @@ class Var(Function):
     def backward(self, g):
         x = self.saved[0]
         xc = x - D.sum(x, self.axes, True) * (1.0 / self.n)
-        return _expand_back(g, self.in_shape, self.axes, self.keepdim) * xc * (2.0 / self.denom)
+        scale = 2.0 / self.denom if self.denom else float("inf")  # N <= correction: NaN, as PyTorch
+        return _expand_back(g, self.in_shape, self.axes, self.keepdim) * xc * scale
 
 
 def _numel(shape, axes):
@@ -106,7 +118,7 @@ class Std(Function):
         x, y = self.saved
         xc = x - D.sum(x, self.axes, True) * (1.0 / self.n)
         gy = _expand_back(g / y, self.in_shape, self.axes, self.keepdim)
-        return gy * xc * (1.0 / self.denom)
+        return gy * xc * (1.0 / self.denom if self.denom else float("inf"))
 
 
 class Amax(Function):
@@ -246,6 +258,8 @@ class Prod(Function):
 
 # ---------------------------------------------------------------- wrappers
 def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
+    if dim is None and dtype is None and x._data.dtype.kind in "fc":  # the common case, fast
+        return Sum.apply(x, tuple(range(x._data.ndim)), keepdim)
     if dtype is not None:
         x = x.to(dtype)
     elif x.dtype.kind in "bui":
@@ -348,7 +362,7 @@ def argmax(x, dim=None, keepdim=False):
         r = xp.argmax(a.reshape(-1))
         return Tensor._make(xp.asarray(r, dtype=xp.int64).reshape((1,) * a.ndim if keepdim else ()))
     d = norm_dims(dim, a.ndim, "argmax")[0] if a.ndim else 0
-    return Tensor._make(xp.argmax(a, axis=d, keepdims=keepdim).astype(xp.int64))
+    return Tensor._make(xp.asarray(xp.argmax(a, axis=d, keepdims=keepdim), dtype=xp.int64))
 
 
 def argmin(x, dim=None, keepdim=False):
@@ -358,7 +372,7 @@ def argmin(x, dim=None, keepdim=False):
         r = xp.argmin(a.reshape(-1))
         return Tensor._make(xp.asarray(r, dtype=xp.int64).reshape((1,) * a.ndim if keepdim else ()))
     d = norm_dims(dim, a.ndim, "argmin")[0] if a.ndim else 0
-    return Tensor._make(xp.argmin(a, axis=d, keepdims=keepdim).astype(xp.int64))
+    return Tensor._make(xp.asarray(xp.argmin(a, axis=d, keepdims=keepdim), dtype=xp.int64))
 
 
 def logsumexp(x, dim, keepdim=False):

@@ -93,6 +93,14 @@ class Stack(Function):
 
 
 # ---------------------------------------------------------------- wrappers
+def _view_of(out, x):
+    """A result that shares x's memory shares x's version counter (as PyTorch views do),
+    so an in-place change through either is seen by a backward that saved the other."""
+    if out._data.base is not None:
+        out._version = x._version
+    return out
+
+
 def _shape_arg(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
@@ -103,7 +111,7 @@ def reshape(x, *shape):
     shape = _shape_arg(shape)
     if shape == x.shape:
         return x
-    return Reshape.apply(x, shape)
+    return _view_of(Reshape.apply(x, shape), x)
 
 
 view = reshape
@@ -119,7 +127,7 @@ def permute(x, *dims):
     if len(dims) != nd or sorted(d % nd for d in dims) != list(range(nd)):
         raise RuntimeError(f"permute: dims {dims} are not a permutation of the {nd} dimensions of a "
                            f"tensor of shape {tuple(x.shape)}")
-    return Permute.apply(x, tuple(d % nd for d in dims))
+    return _view_of(Permute.apply(x, tuple(d % nd for d in dims)), x)
 
 
 def transpose(x, dim0, dim1):
@@ -131,7 +139,7 @@ def transpose(x, dim0, dim1):
             raise IndexError(f"transpose: dim {d} out of range for a tensor with {nd} dimensions")
     axes = list(range(nd))
     axes[dim0], axes[dim1] = axes[dim1], axes[dim0]
-    return Permute.apply(x, tuple(axes))
+    return _view_of(Permute.apply(x, tuple(axes)), x)
 
 
 swapaxes = transpose
@@ -191,7 +199,7 @@ def expand(x, *shape):
     shape = tuple(s if t == -1 else t for s, t in zip(src, shape))
     if shape == tuple(x.shape):
         return x
-    return Expand.apply(x, shape)
+    return _view_of(Expand.apply(x, shape), x)
 
 
 def expand_as(x, other):

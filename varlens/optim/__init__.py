@@ -1,0 +1,17 @@
+"""varlens.optim: optimisers, learning-rate schedules and batch-size scaling (PyTorch's names).
+
+See docs/conventions.md, "Optimisers and schedules", for the choices where the notes and
+PyTorch differ (momentum forms, Adam's eps, Adadelta's name, coupled vs decoupled decay).
+"""
+from varlens.optim.optimizer import Optimizer
+from varlens.optim.sgd import SGD
+from varlens.optim.adagrad import Adagrad
+from varlens.optim.rmsprop import RMSprop
+from varlens.optim.adadelta import Adadelta
+from varlens.optim.adam import Adam
+from varlens.optim.adamw import AdamW
+from varlens.optim import lr_scheduler, scaling
+from varlens.optim.scaling import scale_lr
+
+__all__ = ["Optimizer", "SGD", "Adagrad", "RMSprop", "Adadelta", "Adam", "AdamW",
+           "lr_scheduler", "scaling", "scale_lr"]

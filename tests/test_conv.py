@@ -1,0 +1,241 @@
+"""Convolution ops (varlens.ops.conv): PyTorch parity of values and gradients over random
+geometries (strides, asymmetric/'same' padding, dilation, groups, odd sizes, windows that do
+not tile the input), float64 finite-difference checks, second derivatives, and errors."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import varlens as vl
+from varlens.autograd import gradcheck, gradgradcheck
+from varlens.ops import conv as C
+
+from conftest import assert_close, to_torch
+
+
+def _conv2d_cases(n, seed):
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < n:
+        g = int(rng.choice([1, 1, 2, 3]))
+        cin, cout = g * int(rng.integers(1, 3)), g * int(rng.integers(1, 3))
+        kh, kw = (int(v) for v in rng.integers(1, 5, size=2))
+        s = tuple(int(v) for v in rng.integers(1, 4, size=2))
+        d = tuple(int(v) for v in rng.integers(1, 3, size=2))
+        p = tuple(int(v) for v in rng.integers(0, 3, size=2))
+        H, W = (int(v) for v in rng.integers(3, 12, size=2))
+        if H + 2 * p[0] < d[0] * (kh - 1) + 1 or W + 2 * p[1] < d[1] * (kw - 1) + 1:
+            continue
+        out.append(dict(N=int(rng.integers(1, 4)), cin=cin, cout=cout, k=(kh, kw), stride=s,
+                        padding=p, dilation=d, groups=g, H=H, W=W, bias=bool(rng.integers(0, 2))))
+    return out
+
+
+@pytest.mark.parametrize("cfg", _conv2d_cases(24, 1), ids=lambda c: f"k{c['k']}s{c['stride']}p{c['padding']}d{c['dilation']}g{c['groups']}")
+@pytest.mark.parametrize("per_sample", [False, True], ids=["flat", "per_sample"])
+def test_conv2d_matches_torch(cfg, per_sample, monkeypatch):
+    monkeypatch.setattr(C, "PER_SAMPLE_MIN_PIXELS", 0 if per_sample else 10 ** 9)
+    rng = np.random.default_rng(0)
+    x = vl.tensor(rng.standard_normal((cfg["N"], cfg["cin"], cfg["H"], cfg["W"])), requires_grad=True)
+    w = vl.tensor(rng.standard_normal((cfg["cout"], cfg["cin"] // cfg["groups"]) + cfg["k"]), requires_grad=True)
+    b = vl.tensor(rng.standard_normal(cfg["cout"]), requires_grad=True) if cfg["bias"] else None
+    kw = dict(stride=cfg["stride"], padding=cfg["padding"], dilation=cfg["dilation"], groups=cfg["groups"])
+    out = C.conv2d(x, w, b, **kw)
+    tx, tw = to_torch(x), to_torch(w)
+    tb = to_torch(b) if b is not None else None
+    tout = TF.conv2d(tx, tw, tb, **kw)
+    assert_close(out, tout, what="conv2d forward")
+    gy = rng.standard_normal(tuple(out.shape))
+    out.backward(vl.tensor(gy))
+    tout.backward(torch.from_numpy(gy))
+    assert_close(x.grad, tx.grad, what="dL/dx")
+    assert_close(w.grad, tw.grad, rtol=1e-7, atol=1e-8, what="dL/dw")
+    if b is not None:
+        assert_close(b.grad, tb.grad, what="dL/db")
+
+
+@pytest.mark.parametrize("k,d", [((3, 3), (1, 1)), ((4, 2), (1, 1)), ((2, 5), (2, 1)), ((1, 1), (1, 1))])
+def test_conv2d_same_padding_even_and_odd_kernels(k, d):
+    """'same' with an even kernel pads one more on the bottom/right, as PyTorch."""
+    rng = np.random.default_rng(1)
+    x = vl.tensor(rng.standard_normal((2, 3, 7, 6)), requires_grad=True)
+    w = vl.tensor(rng.standard_normal((4, 3) + k), requires_grad=True)
+    out = C.conv2d(x, w, padding="same", dilation=d)
+    assert tuple(out.shape) == (2, 4, 7, 6)
+    tx, tw = to_torch(x), to_torch(w)
+    tout = TF.conv2d(tx, tw, padding="same", dilation=d)
+    assert_close(out, tout, what="same")
+    out.sum().backward()
+    tout.sum().backward()
+    assert_close(x.grad, tx.grad, what="same dx")
+    assert_close(w.grad, tw.grad, what="same dw")
+    valid = C.conv2d(x, w, padding="valid", dilation=d)
+    assert_close(valid, TF.conv2d(tx, tw, padding="valid", dilation=d), what="valid")
+
+
+@pytest.mark.parametrize("per_sample", [False, True], ids=["flat", "per_sample"])
+def test_conv2d_big_columns_are_rebuilt(monkeypatch, per_sample):
+    """The backward that rebuilds the im2col matrix from the input gives the same gradients."""
+    monkeypatch.setattr(C, "KEEP_COLUMNS_MAX", 0)
+    monkeypatch.setattr(C, "PER_SAMPLE_MIN_PIXELS", 0 if per_sample else 10 ** 9)
+    rng = np.random.default_rng(2)
+    x = vl.tensor(rng.standard_normal((2, 2, 6, 5)), requires_grad=True)
+    w = vl.tensor(rng.standard_normal((3, 2, 3, 3)), requires_grad=True)
+    out = C.conv2d(x, w, stride=2, padding=1)
+    out.sum().backward()
+    tx, tw = to_torch(x), to_torch(w)
+    TF.conv2d(tx, tw, stride=2, padding=1).sum().backward()
+    assert_close(w.grad, tw.grad, what="rebuilt-columns dw")
+    assert_close(x.grad, tx.grad, what="rebuilt-columns dx")
+
+
+def test_conv2d_float32_and_unbatched():
+    rng = np.random.default_rng(3)
+    x = vl.tensor(rng.standard_normal((3, 8, 8)).astype(np.float32))
+    w = vl.tensor(rng.standard_normal((5, 3, 3, 3)).astype(np.float32))
+    out = C.conv2d(x, w, padding=1)
+    assert out.dtype == np.float32 and tuple(out.shape) == (5, 8, 8)
+    assert_close(out, TF.conv2d(to_torch(x), to_torch(w), padding=1), rtol=1e-5, atol=1e-5)
+
+
+def _conv1d_cases():
+    rng = np.random.default_rng(5)
+    cases = []
+    for _ in range(10):
+        g = int(rng.choice([1, 2]))
+        k, s, d, p = int(rng.integers(1, 5)), int(rng.integers(1, 4)), int(rng.integers(1, 3)), int(rng.integers(0, 3))
+        L = int(rng.integers(d * (k - 1) + 1, 14))
+        cases.append((g, k, s, d, p, L))
+    cases.append((1, 4, 1, 1, "same", 9))
+    cases.append((2, 3, 1, 2, "valid", 10))
+    return cases
+
+
+@pytest.mark.parametrize("g,k,s,d,p,L", _conv1d_cases())
+def test_conv1d_matches_torch(g, k, s, d, p, L):
+    rng = np.random.default_rng(6)
+    x = vl.tensor(rng.standard_normal((2, 2 * g, L)), requires_grad=True)
+    w = vl.tensor(rng.standard_normal((3 * g, 2, k)), requires_grad=True)
+    b = vl.tensor(rng.standard_normal(3 * g), requires_grad=True)
+    out = C.conv1d(x, w, b, stride=s, padding=p, dilation=d, groups=g)
+    tx, tw, tb = to_torch(x), to_torch(w), to_torch(b)
+    tout = TF.conv1d(tx, tw, tb, stride=s, padding=p, dilation=d, groups=g)
+    assert_close(out, tout, what="conv1d")
+    gy = rng.standard_normal(tuple(out.shape))
+    out.backward(vl.tensor(gy))
+    tout.backward(torch.from_numpy(gy))
+    for a, t, n in [(x, tx, "dx"), (w, tw, "dw"), (b, tb, "db")]:
+        assert_close(a.grad, t.grad, what=n)
+
+
+def _convT_cases(n, seed):
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < n:
+        g = int(rng.choice([1, 1, 2]))
+        k = tuple(int(v) for v in rng.integers(1, 5, size=2))
+        s = tuple(int(v) for v in rng.integers(1, 4, size=2))
+        d = tuple(int(v) for v in rng.integers(1, 3, size=2))
+        p = tuple(int(v) for v in rng.integers(0, 3, size=2))
+        op = tuple(int(rng.integers(0, max(si, di))) for si, di in zip(s, d))
+        H, W = (int(v) for v in rng.integers(2, 7, size=2))
+        Ho = [(L - 1) * si - 2 * pi + di * (ki - 1) + oi + 1 for L, si, pi, di, ki, oi in zip((H, W), s, p, d, k, op)]
+        if min(Ho) < 1:
+            continue
+        out.append(dict(g=g, k=k, stride=s, dilation=d, padding=p, output_padding=op, H=H, W=W))
+    return out
+
+
+@pytest.mark.parametrize("cfg", _convT_cases(14, 7), ids=lambda c: f"k{c['k']}s{c['stride']}p{c['padding']}op{c['output_padding']}d{c['dilation']}g{c['g']}")
+def test_conv_transpose2d_matches_torch(cfg):
+    rng = np.random.default_rng(8)
+    g = cfg["g"]
+    x = vl.tensor(rng.standard_normal((2, 2 * g, cfg["H"], cfg["W"])), requires_grad=True)
+    w = vl.tensor(rng.standard_normal((2 * g, 3) + cfg["k"]), requires_grad=True)
+    b = vl.tensor(rng.standard_normal(3 * g), requires_grad=True)
+    kw = dict(stride=cfg["stride"], padding=cfg["padding"], output_padding=cfg["output_padding"],
+              groups=g, dilation=cfg["dilation"])
+    out = C.conv_transpose2d(x, w, b, **kw)
+    tx, tw, tb = to_torch(x), to_torch(w), to_torch(b)
+    tout = TF.conv_transpose2d(tx, tw, tb, **kw)
+    assert_close(out, tout, what="conv_transpose2d")
+    gy = rng.standard_normal(tuple(out.shape))
+    out.backward(vl.tensor(gy))
+    tout.backward(torch.from_numpy(gy))
+    for a, t, n in [(x, tx, "dx"), (w, tw, "dw"), (b, tb, "db")]:
+        assert_close(a.grad, t.grad, what=n)
+
+
+def test_gradcheck_conv_family():
+    rng = np.random.default_rng(9)
+    x = vl.tensor(rng.standard_normal((2, 4, 5, 6)), requires_grad=True)
+    w = vl.tensor(rng.standard_normal((4, 2, 3, 2)), requires_grad=True)
+    b = vl.tensor(rng.standard_normal(4), requires_grad=True)
+    assert gradcheck(lambda x, w, b: C.conv2d(x, w, b, stride=(2, 1), padding=(1, 0), dilation=(1, 2), groups=2),
+                     (x, w, b))
+    x2 = vl.tensor(rng.standard_normal((2, 2, 11, 12)), requires_grad=True)  # a map big enough for per-sample
+    w2 = vl.tensor(rng.standard_normal((3, 2, 3, 3)), requires_grad=True)
+    assert gradcheck(lambda x, w: C.conv2d(x, w, padding=1), (x2, w2))
+    wt = vl.tensor(rng.standard_normal((4, 1, 3, 2)), requires_grad=True)
+    assert gradcheck(lambda x, w, b: C.conv_transpose2d(x, w, b[:2], stride=2, padding=1, output_padding=1, groups=2),
+                     (x, wt, b))
+    x1 = vl.tensor(rng.standard_normal((2, 3, 7)), requires_grad=True)
+    w1 = vl.tensor(rng.standard_normal((2, 3, 3)), requires_grad=True)
+    assert gradcheck(lambda x, w: C.conv1d(x, w, stride=2, padding=1, dilation=2), (x1, w1))
+
+
+def test_second_derivatives_match_torch():
+    """create_graph goes through the composite; compare d/dx of (|dL/dw|^2) with PyTorch."""
+    rng = np.random.default_rng(10)
+    x = vl.tensor(rng.standard_normal((2, 2, 5, 5)), requires_grad=True)
+    w = vl.tensor(rng.standard_normal((4, 1, 3, 3)), requires_grad=True)
+    out = C.conv2d(x, w, stride=2, padding=1, groups=2)
+    (gw,) = vl.autograd.grad([(out ** 2).sum()], [w], create_graph=True)
+    (gx,) = vl.autograd.grad([(gw ** 2).sum()], [x])
+    tx, tw = to_torch(x), to_torch(w)
+    tout = TF.conv2d(tx, tw, stride=2, padding=1, groups=2)
+    (tgw,) = torch.autograd.grad((tout ** 2).sum(), tw, create_graph=True)
+    (tgx,) = torch.autograd.grad((tgw ** 2).sum(), tx)
+    assert_close(gx, tgx, rtol=1e-6, atol=1e-8, what="second derivative")
+    xs = vl.tensor(rng.standard_normal((1, 2, 4, 4)), requires_grad=True)
+    ws = vl.tensor(rng.standard_normal((2, 3, 2, 2)), requires_grad=True)
+    assert gradgradcheck(lambda x, w: C.conv_transpose2d(x, w, stride=2, padding=1), (xs, ws))
+
+
+def test_vertical_edge_filter_example_5_2_3():
+    """Seed 003 Example 5.2.3: [[-1,0,1]]x3 is 0 on a constant image and large on a vertical step."""
+    K = vl.tensor([[[[-1.0, 0.0, 1.0]] * 3]])
+    const = vl.full((1, 1, 6, 6), 0.7)
+    assert np.allclose(C.conv2d(const, K)._data, 0.0)
+    img = np.zeros((1, 1, 6, 6), dtype=np.float32)
+    img[..., 3:] = 1.0  # dark left half, bright right half
+    r = C.conv2d(vl.tensor(img), K)._data[0, 0]
+    assert np.allclose(r[:, 1:3], 3.0) and np.allclose(r[:, [0, 3]], 0.0)
+
+
+def test_translation_equivariance():
+    rng = np.random.default_rng(11)
+    x = np.zeros((1, 1, 12, 12))
+    x[0, 0, 3:6, 2:5] = rng.standard_normal((3, 3))
+    w = vl.tensor(rng.standard_normal((2, 1, 3, 3)))
+    a = C.conv2d(vl.tensor(x), w, padding=1)._data
+    b = C.conv2d(vl.tensor(np.roll(x, (2, 3), axis=(2, 3))), w, padding=1)._data
+    assert np.allclose(np.roll(a, (2, 3), axis=(2, 3)), b)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda x, w: C.conv2d(x, w[:, :2]), "expects 2 input channels"),
+    (lambda x, w: C.conv2d(x, w, stride=0), "stride must be >= 1"),
+    (lambda x, w: C.conv2d(x, w, padding="full"), "padding must be"),
+    (lambda x, w: C.conv2d(x, w, padding="same", stride=2), "needs stride 1"),
+    (lambda x, w: C.conv2d(x, w, groups=2), "divisible by groups"),
+    (lambda x, w: C.conv2d(x[0, 0], w), "expected a 3-D"),
+    (lambda x, w: C.conv2d(x, w, vl.zeros(3)), "bias must have shape"),
+    (lambda x, w: C.conv2d(x[:, :, :2, :2], w), "smaller than the"),
+    (lambda x, w: C.conv_transpose2d(x, w.permute(1, 0, 2, 3), stride=2, output_padding=2), "output_padding"),
+])
+def test_conv_errors_name_the_argument(call, match):
+    x = vl.randn(1, 3, 5, 5)
+    w = vl.randn(4, 3, 3, 3)
+    with pytest.raises((ValueError, RuntimeError, TypeError), match=match):
+        call(x, w)

@@ -1,0 +1,247 @@
+"""Diffusion (seed 003 §11): schedule numbers, forward process, corrected posterior, losses, samplers."""
+import math
+
+import numpy as np
+import pytest
+import torch
+from threadpoolctl import threadpool_limits
+
+import varlens as vl
+from varlens.autograd import gradcheck
+from varlens.generative import DenoiserMLP, GaussianDiffusion, cosine_beta_schedule, energy_distance
+from varlens.tensor import Tensor
+from tests.conftest import assert_close, to_torch
+
+
+def test_linear_schedule_abar_values_from_definition():
+    # abar_t = prod_{s<=t} (1 - beta_s), beta_s = 1e-4 + (0.02 - 1e-4) (s - 1) / 999, by hand
+    ab, table = 1.0, {}
+    for s in range(1, 1001):
+        ab *= 1.0 - (1e-4 + (0.02 - 1e-4) * (s - 1) / 999)
+        table[s] = ab
+    D = GaussianDiffusion.linear(1000)
+    for t in (1, 100, 500, 1000):
+        assert D.alphas_cumprod[t] == pytest.approx(table[t], rel=1e-12)
+    assert table[1000] == pytest.approx(4.04e-5, rel=5e-3)
+    assert D.alphas_cumprod[1000] == pytest.approx(4.04e-5, rel=5e-3)
+    assert D.alphas_cumprod[100] == pytest.approx(0.897, abs=1e-3)
+    assert D.alphas_cumprod[500] == pytest.approx(0.0786, abs=1e-4)
+    assert D.betas[1:].sum() == pytest.approx(10.05, rel=1e-12)
+    assert D.alphas_cumprod[0] == 1.0
+
+
+def test_cosine_schedule_matches_its_definition():
+    T, s = 50, 0.008
+    b = cosine_beta_schedule(T, s)
+    f = lambda t: math.cos((t / T + s) / (1 + s) * math.pi / 2) ** 2  # noqa: E731
+    ab = np.cumprod(1 - b)
+    for t in (1, 10, 25, 49):
+        assert ab[t - 1] == pytest.approx(f(t) / f(0), rel=1e-10)
+    assert ab[-1] < 1e-3 and np.all(np.diff(ab) < 0)
+
+
+def test_one_step_preserves_unit_variance():
+    D = GaussianDiffusion.linear(1000)
+    vl.manual_seed(1)
+    x = vl.randn(200_000, dtype=vl.float64)
+    for t in (1, 500, 1000):  # beta from 1e-4 to 0.02; use a big beta too
+        y = D.q_step(x, np.full(x.shape[0], t))
+        assert float(y.var()) == pytest.approx(1.0, abs=0.01)
+    big = GaussianDiffusion(np.array([0.3, 0.6]))
+    y = big.q_step(big.q_step(x, np.full(x.shape[0], 1)), np.full(x.shape[0], 2))
+    assert float(y.var()) == pytest.approx(1.0, abs=0.01)
+    assert float(y.mean()) == pytest.approx(0.0, abs=0.01)
+
+
+def test_closed_form_marginal_matches_iterated_steps():
+    # iterate eq. 11.1.3 t times from a fixed x_0 and compare with eq. 11.1.4
+    D = GaussianDiffusion.linear(1000)
+    n, t = 40_000, 300
+    x0 = np.array([1.5, -0.7])
+    x = Tensor._make(np.tile(x0, (n, 1)))
+    vl.manual_seed(2)
+    for s in range(1, t + 1):
+        x = D.q_step(x, np.full(n, s))
+    a = x._data
+    ab = D.alphas_cumprod[t]
+    np.testing.assert_allclose(a.mean(0), math.sqrt(ab) * x0, atol=0.02)
+    np.testing.assert_allclose(a.var(0), 1 - ab, rtol=0.03)
+    mean, var = D.q_mean_variance(Tensor._make(x0[None]), np.array([t]))
+    np.testing.assert_allclose(mean._data[0], math.sqrt(ab) * x0, rtol=1e-12)
+    direct = D.q_sample(Tensor._make(np.tile(x0, (n, 1))), np.full(n, t))._data
+    np.testing.assert_allclose(direct.mean(0), a.mean(0), atol=0.03)
+    np.testing.assert_allclose(direct.var(0), a.var(0), rtol=0.05)
+
+
+@pytest.mark.parametrize("t", [2, 50, 500])
+def test_posterior_mean_and_variance_by_monte_carlo(t):
+    # regress x_{t-1} on (x_0, x_t) under the forward process; the coefficients and the residual
+    # variance are those of q(x_{t-1} | x_t, x_0), corrected eq. 11.1.5 and eq. 11.1.6
+    D = GaussianDiffusion.linear(1000)
+    rng = np.random.default_rng(t)
+    n = 200_000
+    x0 = rng.uniform(-1, 1, n)
+    ab_prev = D.alphas_cumprod[t - 1]
+    xprev = math.sqrt(ab_prev) * x0 + math.sqrt(1 - ab_prev) * rng.standard_normal(n)
+    xt = math.sqrt(1 - D.betas[t]) * xprev + math.sqrt(D.betas[t]) * rng.standard_normal(n)
+    A = np.stack([x0, xt], 1)
+    coef, *_ = np.linalg.lstsq(A, xprev, rcond=None)
+    resid = xprev - A @ coef
+    c0, ct = D.posterior_mean_coefs(np.array([t]))
+    assert coef[1] == pytest.approx(ct[0], abs=0.01)
+    assert coef[0] == pytest.approx(c0[0], abs=0.01 + 0.02 * abs(c0[0]))
+    assert resid.var() == pytest.approx(D.posterior_variance[t], rel=0.02)
+    assert D.posterior_variance[t] <= D.betas[t]
+    if t == 500:
+        # the printed eq. 11.1.5 (alpha_{t-1} for abar_{t-1}) is far off
+        p0, pt = D.posterior_mean_coefs(np.array([t]), as_printed=True)
+        assert abs(pt[0] - coef[1]) > 0.5
+        assert (c0[0], ct[0]) == pytest.approx((0.00307, 0.99411), abs=1e-5)
+        assert D.posterior_variance[t] == pytest.approx(0.010031, abs=1e-6)
+    # q_posterior applies the same coefficients to tensors
+    m, v = D.q_posterior(Tensor._make(x0[:5, None]), Tensor._make(xt[:5, None]), np.full(5, t))
+    np.testing.assert_allclose(m._data[:, 0], c0[0] * x0[:5] + ct[0] * xt[:5], rtol=1e-12)
+    assert D.posterior_variance[1] == 0.0
+
+
+def test_eps_form_of_mean_and_weights():
+    # substituting x_0 = (x_t - sqrt(1-abar) eps)/sqrt(abar) into the corrected mean gives the
+    # eps-form of §11.4.2, and (m_t - mu_theta)^2 / (2 s_t^2) = w_t |eps - eps_theta|^2
+    D = GaussianDiffusion.linear(1000)
+    rng = np.random.default_rng(0)
+    t = np.array([2, 3, 40, 500, 999, 1000])
+    x0, eps, eps_th = (Tensor._make(rng.standard_normal((6, 3))) for _ in range(3))
+    xt = D.q_sample(x0, t, eps)
+    m, s2 = D.q_posterior(x0, xt, t)
+    assert_close(D.mean_from_eps(xt, t, eps), m._data, rtol=1e-9, atol=1e-12)
+    mu = D.mean_from_eps(xt, t, eps_th)
+    lhs = (((m - mu) ** 2).sum(1) / (2 * s2[:, 0]))._data
+    w = D.loss_weights()
+    rhs = w[t] * ((eps._data - eps_th._data) ** 2).sum(1)
+    np.testing.assert_allclose(lhs, rhs, rtol=1e-6)
+    b = D.betas
+    np.testing.assert_allclose(w[2:], b[2:] / (2 * (1 - D.alphas_cumprod[1:-1]) * (1 - b[2:])), rtol=1e-10)
+    assert w[2] == pytest.approx(0.600, abs=1e-3) and w[1000] == pytest.approx(0.0102, abs=1e-4)
+    assert w[1] == pytest.approx(1 / (2 * (1 - 1e-4)), rel=1e-12)  # the w_1 fix, finite
+
+
+def test_prior_kl_corrected_vs_printed():
+    D = GaussianDiffusion(np.array([0.5]))  # abar_T = 0.5
+    x0 = np.array([[1.0]])
+    assert D.prior_kl(x0)[0] == pytest.approx(0.3466, abs=1e-4)
+    assert D.prior_kl(x0, as_printed=True)[0] == pytest.approx(0.6534, abs=1e-4)
+    # check against eq. 10.2.7 per dimension with mean sqrt(abar) x0, variance 1 - abar
+    D2 = GaussianDiffusion.linear(200, beta_end=0.05)
+    x = np.array([[0.3, -1.2, 2.0]])
+    ab = D2.alphas_cumprod[-1]
+    mu, var = math.sqrt(ab) * x[0], 1 - ab
+    kl = 0.5 * np.sum(var + mu ** 2 - np.log(var) - 1)
+    assert D2.prior_kl(x)[0] == pytest.approx(kl, rel=1e-12)
+
+
+def _tiny(seed=0):
+    vl.manual_seed(seed)
+    return DenoiserMLP(data_dim=2, hidden=(6, 5), time_dim=4, max_steps=20).double()
+
+
+def test_l_simple_gradcheck_and_torch_parity():
+    D = GaussianDiffusion.linear(20, beta_end=0.2)
+    m = _tiny()
+    rng = np.random.default_rng(0)
+    x0 = Tensor._make(rng.standard_normal((5, 2)))
+    noise = Tensor._make(rng.standard_normal((5, 2)))
+    t = np.array([1, 4, 9, 15, 20])
+    params = list(m.parameters())
+    x0g = x0.detach().requires_grad_(True)
+    gradcheck(lambda *p: D.training_losses(m, x0g, t=t, noise=noise), params + [x0g])
+    gradcheck(lambda *p: D.training_losses(m, x0g, t=t, noise=noise, weighting="elbo"), params + [x0g])
+    # torch: same network and the same formula
+    loss = D.training_losses(m, x0, t=t, noise=noise)
+    loss.backward()
+    W = [to_torch(p, True) for p in params]
+    temb = torch.from_numpy(m.temb.table[t])
+    xt = torch.from_numpy(D.sqrt_ab[t][:, None] * x0._data + D.sqrt_1mab[t][:, None] * noise._data)
+    h = torch.cat([xt, temb], 1)
+    h = torch.nn.functional.silu(h @ W[0].T + W[1])
+    h = torch.nn.functional.silu(h @ W[2].T + W[3])
+    out = h @ W[4].T + W[5]
+    tl = torch.nn.functional.mse_loss(out, torch.from_numpy(noise._data))
+    tl.backward()
+    assert_close(loss, tl, rtol=1e-10, what="L_simple")
+    for p, q in zip(params, W):
+        assert_close(p.grad, q.grad, rtol=1e-8, atol=1e-12, what="grad")
+
+
+def _exact_eps(D, mu, sigma):
+    """The exact eps-predictor E[eps | x_t] for data N(mu, sigma^2) (a function of x_t, t)."""
+    def model(x, t, **kw):
+        tt = t._data
+        ab = D.alphas_cumprod[tt][:, None]
+        v = ab * sigma ** 2 + 1 - ab
+        return Tensor._make(np.sqrt(1 - ab) * (x._data - np.sqrt(ab) * mu) / v)
+    return model
+
+
+def test_ancestral_and_ddim_sampling_recover_gaussian_data():
+    D = GaussianDiffusion.linear(1000)
+    mu, sigma = 1.5, 0.4
+    model = _exact_eps(D, mu, sigma)
+    g = vl.Generator().manual_seed(0)
+    x = D.sample(model, (20_000, 1), generator=g, dtype=vl.float64)._data
+    assert x.mean() == pytest.approx(mu, abs=0.02) and x.std() == pytest.approx(sigma, rel=0.03)
+    # deterministic DDIM (eta = 0) discretises an ODE: the spread is slightly too small with few
+    # steps and the error shrinks as the number of steps grows (measured: 0.27, 0.372, 0.397 for 10, 50, 1000)
+    errs = []
+    for steps in (10, 50, 1000):
+        y = D.ddim_sample(model, (20_000, 1), steps=steps, generator=g, dtype=vl.float64)._data
+        assert y.mean() == pytest.approx(mu, abs=0.02)
+        errs.append(abs(y.std() - sigma))
+    assert errs[0] > errs[1] > errs[2] and errs[1] < 0.1 * sigma and errs[2] < 0.02 * sigma
+    # eta = 1 on all T steps is ancestral sampling with sigma_t^2 = s_t^2: same draws, same samples
+    z = D.ddim_sample(model, (2000, 1), steps=1000, eta=1.0, generator=vl.Generator().manual_seed(5),
+                      dtype=vl.float64)._data
+    a = D.sample(model, (2000, 1), generator=vl.Generator().manual_seed(5), dtype=vl.float64)._data
+    np.testing.assert_allclose(z, a, rtol=1e-8, atol=1e-10)
+    # a wrong predictor (eps = 0) does not: DDPM then just shrinks noise, std far from sigma
+    bad = D.ddim_sample(lambda x, t, **k: x * 0, (5000, 1), steps=50, generator=g, dtype=vl.float64)._data
+    assert abs(bad.std() - sigma) > 0.3
+    ts = D.ddim_timesteps(50)
+    assert ts[0] == 1000 and ts[-1] == 1 and len(ts) == 50 and np.all(np.diff(ts) < 0)
+
+
+def test_trained_denoiser_beats_untrained_on_moons():
+    from varlens.datasets import make_moons
+    D = GaussianDiffusion.linear(100, beta_end=0.2)
+    X, _ = make_moons(2500, noise=0.05, seed=0)
+    X = (X - X.mean(0)) / X.std(0)
+    train, held = X[:2000], X[2000:]
+    vl.manual_seed(0)
+    m = DenoiserMLP(hidden=(64, 64), time_dim=16, max_steps=100)
+    g = vl.Generator().manual_seed(1)
+    untrained = energy_distance(D.ddim_sample(m, (500, 2), steps=20, generator=g), held)
+    opt = vl.optim.Adam(m.parameters(), lr=3e-3)
+    rng = np.random.default_rng(0)
+    with threadpool_limits(1):  # small GEMMs: one BLAS thread is faster on a busy 2-core machine
+        for step in range(600):
+            xb = Tensor._make(train[rng.integers(0, 2000, 256)])
+            loss = D.training_losses(m, xb)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    trained = energy_distance(D.ddim_sample(m, (500, 2), steps=20, generator=g), held)
+    assert trained < 0.05 and trained < untrained / 10, (trained, untrained)
+
+
+def test_bad_inputs_raise_clear_errors():
+    D = GaussianDiffusion.linear(10)
+    x = vl.randn(3, 2)
+    with pytest.raises(ValueError, match="t must lie in 1..10"):
+        D.q_sample(x, np.array([0, 1, 2]))
+    with pytest.raises(ValueError, match="noise must have x0's shape"):
+        D.q_sample(x, np.array([1, 1, 2]), noise=vl.randn(3, 3))
+    with pytest.raises(ValueError, match="betas"):
+        GaussianDiffusion(np.array([0.1, 1.5]))
+    with pytest.raises(ValueError, match="weighting"):
+        D.training_losses(lambda a, b: a, x, weighting="bogus")
+    with pytest.raises(ValueError, match="steps"):
+        D.ddim_timesteps(11)

@@ -1,0 +1,15 @@
+"""varlens.generative: GANs, VAEs and diffusion models (seed 003 §9-§11).
+
+- ``diffusion``: schedules, forward process, corrected posterior, L_simple, DDPM/DDIM sampling,
+  and an MLP denoiser for flat data.
+- ``vae``: Gaussian KLs, reparametrisation, ELBO, importance-sampled log p(x), (conditional) VAE.
+- ``gan``: GAN losses, MLP and DCGAN-style generator/discriminator, alternating training.
+- ``unet``: a small U-Net with time embedding, residual blocks and attention at low resolution.
+- ``guidance``: classifier-free guidance and cross-attention conditioning.
+- ``latent``: diffusion in a VAE's latent space.
+- ``metrics``: MMD, energy distance, Frechet distance, mode coverage.
+"""
+from varlens.generative.diffusion import (DenoiserMLP, GaussianDiffusion, SinusoidalTimeEmbedding,  # noqa: F401
+                                          cosine_beta_schedule, linear_beta_schedule)
+from varlens.generative.metrics import (energy_distance, feature_frechet_distance,  # noqa: F401
+                                        frechet_distance, mmd_rbf, mode_coverage, ring_centers)

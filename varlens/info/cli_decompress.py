@@ -1,0 +1,33 @@
+"""``varlens decompress IN OUT``: invert ``varlens compress`` (the model is named in the header)."""
+from __future__ import annotations
+
+import sys
+import time
+
+from varlens.info.cli_compress import _read, _write
+
+
+def add_arguments(parser):
+    parser.add_argument("input", help="file written by `varlens compress` ('-' for stdin)")
+    parser.add_argument("output", help="where to write the original bytes ('-' for stdout)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print nothing")
+
+
+def run(args) -> int:
+    from varlens.info.compress import decompress
+    try:
+        blob = _read(args.input)
+    except OSError as e:
+        print(f"varlens decompress: cannot read {args.input}: {e}", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    try:
+        data = decompress(blob)
+    except ValueError as e:
+        print(f"varlens decompress: {args.input}: {e}", file=sys.stderr)
+        return 1
+    _write(args.output, data)
+    if not args.quiet and args.output != "-":
+        print(f"{args.input}: {len(blob)} -> {len(data)} bytes ({time.perf_counter() - t0:.1f} s)",
+              file=sys.stderr)
+    return 0

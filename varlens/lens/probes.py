@@ -1,0 +1,490 @@
+"""Measure: streaming statistics of every module's output and of the gradient flowing back into it.
+
+``Lens(model)`` attaches a forward hook to every module (no change to the model).  Each
+module call is one *record*, keyed by the module's qualified name (a module used twice
+in one forward pass gives ``name`` and ``name#1``).  On a sampled step the hook
+
+* updates the output's statistics (count, mean, M2 merged by Chan's formula in float64;
+  second moment, max |x|, exact zeros, NaN/Inf counts, saturation for tanh/sigmoid and
+  softmax-like outputs; a per-row second-moment accumulator for confidence intervals),
+* remembers the input's moments (for the local propagation rule), and
+* puts a gradient hook on the output tensor, so the cotangent dL/d(output) gets the same
+  statistics during backward.
+
+``lens.step()`` ends a training step: it records weight and weight-gradient statistics,
+then arms the hooks for the next step if it is to be sampled (every ``every`` steps).
+``lens.detach()`` removes every hook: after it the model runs exactly as before.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# module kinds, by class name (so this layer does not import the nn layer classes)
+LINEAR_LIKE = {"Linear", "Conv1d", "Conv2d", "Conv3d", "Bilinear", "LazyLinear"}
+ACT_NAMES = {"ReLU": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid", "GELU": "gelu", "SiLU": "silu",
+             "ELU": "elu", "Softplus": "softplus", "Identity": "identity", "LeakyReLU": "leaky_relu"}
+SATURATING = {"Tanh": "tanh", "Sigmoid": "sigmoid", "Hardtanh": "tanh", "Softsign": "tanh"}
+SOFTMAX_LIKE = {"Softmax", "Softmin"}
+NORM_LIKE = {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "RMSNorm",
+             "InstanceNorm1d", "InstanceNorm2d"}
+DROPOUT_LIKE = {"Dropout", "Dropout1d", "Dropout2d", "Dropout3d"}
+SAT_LEVEL = 0.99
+_ONES = {}   # (size, dtype) -> ones vector, for BLAS sums of parameters
+
+
+def _absmax(flat):
+    """max |x| of a 1-D array: one BLAS i?amax pass for float32/float64."""
+    try:
+        from scipy.linalg import blas
+        f = blas.isamax if flat.dtype == np.float32 else (blas.idamax if flat.dtype == np.float64 else None)
+    except ImportError:  # pragma: no cover
+        f = None
+    if f is not None and flat.flags.c_contiguous:
+        return abs(float(flat[int(f(flat))]))
+    return float(np.abs(flat).max())
+
+
+def summarize(a):
+    """One array's contribution: (n, mean, M2, max|x|, zeros, nan, inf, per-row second moments, width).
+
+    Row sums of x and x^2 are taken in the array's own dtype (pairwise summation over one
+    row, no float64 copy of the data), then in float64 across rows; non-finite values are
+    counted and left out.
+    """
+    if a.ndim == 0:
+        a = a.reshape(1, 1)
+    rows2 = a.reshape(a.shape[0], -1)
+    width = rows2.shape[1]
+    if rows2.dtype.kind != "f":
+        rows2 = rows2.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        rs = rows2.sum(axis=1, dtype=np.float64) if rows2.dtype.itemsize < 4 else rows2.sum(axis=1)
+        sq = rows2 * rows2
+        rq = sq.sum(axis=1).astype(np.float64) / width
+        s1 = float(rs.astype(np.float64).sum())
+        s2 = float(rq.sum()) * width
+    if math.isfinite(s1) and math.isfinite(s2):
+        n = rows2.size
+        mean = s1 / n
+        amax = math.sqrt(float(np.maximum.reduce(sq, axis=None)))   # one pass over the squares
+        zeros = int(np.count_nonzero(rows2 == 0))   # faster than counting non-zeros of floats
+        return (n, mean, max(s2 - n * mean * mean, 0.0), amax, zeros, 0, 0, rq, width)
+    x = rows2.astype(np.float64)
+    fin = np.isfinite(x)
+    n_nan = int(np.isnan(x).sum())
+    n_inf = int(x.size - fin.sum() - n_nan)
+    xf = x[fin]
+    rq = rq[np.isfinite(rq)]
+    if xf.size == 0:
+        return (0, 0.0, 0.0, 0.0, 0, n_nan, n_inf, rq, width)
+    mean = float(xf.mean())
+    return (xf.size, mean, float(((xf - mean) ** 2).sum()), float(np.abs(xf).max()),
+            int(xf.size - np.count_nonzero(xf)), n_nan, n_inf, rq, width)
+
+
+class Stats:
+    """Streaming statistics of a stream of arrays (float64 accumulators, Chan/Welford merges)."""
+
+    __slots__ = ("n", "mean", "m2", "amax", "zeros", "nan", "inf", "sat", "sat_n", "rows", "rq_mean", "rq_m2",
+                 "entropy_sum", "entropy_n", "calls", "shape", "width")
+
+    def __init__(self):
+        self.n = 0
+        self.mean = 0.0
+        self.m2 = 0.0
+        self.amax = 0.0
+        self.zeros = 0
+        self.nan = 0
+        self.inf = 0
+        self.sat = 0          # saturated elements (or rows, for softmax)
+        self.sat_n = 0        # elements (rows) the saturation count is over
+        self.rows = 0         # per-row second moments (rows = leading dim): Welford
+        self.rq_mean = 0.0
+        self.rq_m2 = 0.0
+        self.entropy_sum = 0.0
+        self.entropy_n = 0
+        self.calls = 0
+        self.shape = None
+        self.width = 1
+
+    # ------------------------------------------------------------------ update
+    def update(self, a, kind=None, summary=None):
+        """Merge one array into the statistics.  ``kind``: None, 'tanh', 'sigmoid' or 'softmax'.
+
+        ``summary``: a precomputed :func:`summarize` of the same array (a module whose output
+        is also its child's output is not summarised twice)."""
+        self.calls += 1
+        self.shape = a.shape
+        if a.size == 0:
+            return
+        sm = summarize(a) if summary is None else summary
+        self.merge(sm)
+        if kind is not None:
+            self._saturation(a.reshape(a.shape[0], -1) if (a.ndim and kind != "softmax") else a, kind)
+
+    def merge(self, sm):
+        n, mean, m2, amax, zeros, nan, inf, rq, width = sm
+        self.width = width
+        self.nan += nan
+        self.inf += inf
+        if n == 0:
+            return
+        self._merge_moments(n, mean, m2)
+        self.amax = max(self.amax, amax)
+        self.zeros += zeros
+        if rq.size:
+            self._merge_rows(rq)
+
+    def update_param(self, a):
+        """Cheaper statistics for a parameter or its gradient (one array per step): mean,
+        second moment and max |x| (BLAS dot for the sum of squares); no rows, no zeros."""
+        self.calls += 1
+        self.shape = a.shape
+        flat = a.reshape(-1)
+        if flat.size == 0:
+            return
+        if flat.dtype.kind != "f":
+            flat = flat.astype(np.float64)
+        ones = _ONES.get((flat.size, flat.dtype))
+        if ones is None:
+            ones = _ONES[(flat.size, flat.dtype)] = np.ones(flat.size, flat.dtype)
+        with np.errstate(invalid="ignore", over="ignore"):
+            s1 = float(np.dot(flat, ones))      # BLAS: much faster than a ufunc reduction here
+            s2 = float(np.dot(flat, flat))
+        if not (math.isfinite(s1) and math.isfinite(s2)):
+            fin = np.isfinite(flat)
+            n_nan = int(np.isnan(flat).sum())
+            self.nan += n_nan
+            self.inf += int(flat.size - fin.sum() - n_nan)
+            flat = flat[fin].astype(np.float64)
+            if flat.size == 0:
+                return
+            s1, s2 = float(flat.sum()), float(np.dot(flat, flat))
+        n = flat.size
+        mean = s1 / n
+        self._merge_moments(n, mean, max(s2 - n * mean * mean, 0.0))
+        self.amax = max(self.amax, _absmax(flat))
+        self.width = n
+
+    def _merge_moments(self, n_b, mean_b, m2_b):
+        n_a = self.n
+        n = n_a + n_b
+        d = mean_b - self.mean
+        self.mean += d * n_b / n
+        self.m2 += m2_b + d * d * n_a * n_b / n
+        self.n = n
+
+    def _merge_rows(self, rq):
+        n_b = rq.size
+        mean_b = float(rq.sum()) / n_b
+        d_b = rq - mean_b
+        m2_b = float(np.dot(d_b, d_b))
+        n_a = self.rows
+        n = n_a + n_b
+        d = mean_b - self.rq_mean
+        self.rq_mean += d * n_b / n
+        self.rq_m2 += m2_b + d * d * n_a * n_b / n
+        self.rows = n
+
+    def _saturation(self, a, kind):
+        if kind == "tanh":
+            self.sat += int(np.count_nonzero(np.abs(a) > SAT_LEVEL))
+            self.sat_n += a.size
+        elif kind == "sigmoid":
+            self.sat += int(np.count_nonzero((a > SAT_LEVEL) | (a < 1 - SAT_LEVEL)))
+            self.sat_n += a.size
+        elif kind == "softmax":  # probabilities along the last axis
+            p = a.reshape(-1, a.shape[-1]).astype(np.float64)
+            self.sat += int(np.count_nonzero(p.max(axis=1) > SAT_LEVEL))
+            self.sat_n += p.shape[0]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ent = -(np.where(p > 0, p * np.log(p), 0.0)).sum(axis=1)
+            ent = ent[np.isfinite(ent)]
+            self.entropy_sum += float(ent.sum())
+            self.entropy_n += ent.size
+
+    # ------------------------------------------------------------------ results
+    @property
+    def var(self):
+        return self.m2 / self.n if self.n else float("nan")
+
+    @property
+    def second_moment(self):
+        return self.var + self.mean * self.mean if self.n else float("nan")
+
+    @property
+    def q_se(self):
+        """Standard error of the second moment, from the spread of per-row second moments."""
+        if self.rows < 2:
+            return float("nan")
+        return math.sqrt(self.rq_m2 / (self.rows - 1) / self.rows)
+
+    def as_dict(self):
+        d = {"n": self.n, "calls": self.calls, "shape": list(self.shape) if self.shape is not None else None,
+             "mean": self.mean if self.n else None, "var": self.var if self.n else None,
+             "second_moment": self.second_moment if self.n else None,
+             "second_moment_se": None if self.rows < 2 else self.q_se,
+             "max_abs": self.amax, "frac_zero": self.zeros / self.n if self.n else None,
+             "nan": self.nan, "inf": self.inf}
+        if self.sat_n:
+            d["frac_saturated"] = self.sat / self.sat_n
+        if self.entropy_n:
+            d["mean_entropy"] = self.entropy_sum / self.entropy_n
+        return d
+
+
+_KNOWN = LINEAR_LIKE | set(ACT_NAMES) | set(SATURATING) | SOFTMAX_LIKE | NORM_LIKE | DROPOUT_LIKE | {
+    "Flatten", "Unflatten", "Sequential", "Embedding"}
+
+
+def module_kind(module):
+    """The nearest known class name in the module's MRO (a subclass of Linear is a 'Linear')."""
+    for cls in type(module).__mro__:
+        if cls.__name__ in _KNOWN:
+            return cls.__name__
+    return type(module).__name__
+
+
+class Record:
+    """Everything measured for one module call site (a module used twice has two records)."""
+
+    def __init__(self, key, name, module, order):
+        self.key, self.name, self.module, self.order = key, name, module, order
+        self.type = module_kind(module)        # kind used to pick the propagation rule
+        self.cls = type(module).__name__
+        self.out = Stats()
+        self.grad = Stats()
+        self.inp_mean = 0.0    # pooled input moments (for the local rule), averaged over sampled calls
+        self.inp_q = 0.0
+        self.inp_var_group = 0.0   # variance each normalisation group sees (for norm layers)
+        self.inp_n = 0
+        self.producer = None   # key of the record whose output was this call's input
+        self.consumers = []    # keys of records that consumed this output
+        self.weight = Stats()
+        self.weight_grad = Stats()
+        self.fan_in = None
+        self.rows = None       # leading dimension of the output (batch rows)
+
+    @property
+    def inp_moments(self):
+        return (self.inp_mean, self.inp_q)
+
+
+def _saturation_kind(module):
+    t = module_kind(module)
+    if t in SATURATING:
+        return SATURATING[t]
+    if t in SOFTMAX_LIKE:
+        return "softmax"
+    return None
+
+
+def _first_tensor(obj):
+    from varlens.tensor import Tensor
+    if isinstance(obj, Tensor):
+        return obj
+    if isinstance(obj, (tuple, list)):
+        for o in obj:
+            t = _first_tensor(o)
+            if t is not None:
+                return t
+    if isinstance(obj, dict):
+        for o in obj.values():
+            t = _first_tensor(o)
+            if t is not None:
+                return t
+    return None
+
+
+class Lens:
+    """Attach to ``model``; sample every ``every`` steps.  Use as a context manager or call detach().
+
+    ``modules``: 'all' (default: every module, containers included), 'leaves' (modules
+    without children) or a predicate ``f(name, module) -> bool``.
+    ``grads``: also record the gradient flowing back into each module's output.
+    ``weights``: record weight and weight-gradient statistics at ``step()``, on one sampled
+    step in ``weight_every`` (weights change slowly and are the largest arrays; 1 = always).
+    """
+
+    def __init__(self, model, every=1, modules="all", grads=True, weights=True, weight_every=1):
+        if not isinstance(every, int) or every < 1:
+            raise ValueError(f"Lens: every must be a positive int (sample every N steps), got {every!r}")
+        if not isinstance(weight_every, int) or weight_every < 1:
+            raise ValueError(f"Lens: weight_every must be a positive int, got {weight_every!r}")
+        self.weight_every = weight_every
+        self._summ = {}            # id(array) -> (array, summary): one summary per array per step
+        if not hasattr(model, "named_modules"):
+            raise TypeError(f"Lens: model must be a varlens.nn.Module, got {type(model).__name__}")
+        self.model, self.every, self.grads, self.weights = model, every, grads, weights
+        self.records = {}          # key -> Record, in order of first call
+        self.steps_seen = 0
+        self.steps_sampled = 0
+        self._active = True
+        self._handles = []
+        self._calls = {}           # name -> calls in the current step
+        self._produced = {}        # id(output array) -> (array, key)   (within one step)
+        self._taps = 0
+        self._order = 0
+        for name, mod in model.named_modules():
+            if modules == "leaves" and any(True for _ in mod.children()):
+                continue
+            if callable(modules) and not modules(name, mod):
+                continue
+            self._handles.append(mod.register_forward_hook(self._make_hook(name or "(model)")))
+
+    # ------------------------------------------------------------------ hooks
+    def _make_hook(self, name):
+        def hook(module, args, output):
+            if self._active:
+                self._record(name, module, args, output)
+            return None
+        return hook
+
+    def _record(self, name, module, args, output):
+        from varlens.tensor import Tensor
+        k = self._calls.get(name, 0)
+        self._calls[name] = k + 1
+        key = name if k == 0 else f"{name}#{k}"
+        rec = self.records.get(key)
+        if rec is None:
+            rec = self.records[key] = Record(key, name, module, self._order)
+            self._order += 1
+        out = _first_tensor(output)
+        inp = args[0] if args and isinstance(args[0], Tensor) else _first_tensor(args)
+        if inp is not None:
+            self._note_input(rec, module, inp)
+        if out is None:
+            return
+        a = out._data
+        rec.out.update(a, _saturation_kind(module), self._summary(a))
+        rec.rows = a.shape[0] if a.ndim else 1
+        self._produced[id(a)] = (a, key)
+        if self.grads and out.requires_grad:
+            out.register_hook(self._grad_hook(rec))
+
+    def _note_input(self, rec, module, inp):
+        a = inp._data
+        prev = self._produced.get(id(a))
+        if prev is not None and prev[0] is a and prev[1] != rec.key:
+            if rec.producer is None:
+                rec.producer = prev[1]
+            prod = self.records[prev[1]]
+            if rec.key not in prod.consumers and not self._is_ancestor(rec, prod):
+                prod.consumers.append(rec.key)
+            # reuse the producer's statistics of this very array (no second pass)
+            m, q, n = prod.out.mean, prod.out.second_moment, 1
+        else:
+            sm = self._summary(a)
+            if sm[0] == 0:
+                return
+            m, q, n = sm[1], sm[2] / sm[0] + sm[1] * sm[1], 1
+        if rec.type in NORM_LIKE:
+            rec.inp_var_group = self._group_var(module, a)
+        n_old = rec.inp_n
+        rec.inp_mean = (rec.inp_mean * n_old + m * n) / (n_old + n)
+        rec.inp_q = (rec.inp_q * n_old + q * n) / (n_old + n)
+        rec.inp_n = n_old + n
+
+    @staticmethod
+    def _is_ancestor(rec, prod):
+        # a container's output is also its last child's output: the child is not its consumer
+        return prod.name.startswith(rec.name + ".") or rec.name == "(model)"
+
+    @staticmethod
+    def _group_var(module, a):
+        x = a.astype(np.float64)
+        if module_kind(module).startswith("BatchNorm"):
+            axes = (0,) + tuple(range(2, x.ndim))
+        else:
+            shape = getattr(module, "normalized_shape", (x.shape[-1],))
+            axes = tuple(range(x.ndim - len(tuple(shape)), x.ndim))
+        return float(np.mean(x.var(axis=axes)))
+
+    def _summary(self, a):
+        hit = self._summ.get(id(a))
+        if hit is not None and hit[0] is a:
+            return hit[1]
+        sm = summarize(a)
+        self._summ[id(a)] = (a, sm)
+        return sm
+
+    def _grad_hook(self, rec):
+        def hook(g):
+            a = g._data
+            rec.grad.update(a, None, self._summary(a) if a.size else None)
+            return None
+        return hook
+
+    def tap(self, name, tensor, kind=None):
+        """Record a tensor that no module returns (attention logits inside a forward, say).
+
+        ``kind``: None, 'tanh', 'sigmoid' or 'softmax' (saturation and entropy of the rows).
+        Returns the tensor unchanged, so ``x = lens.tap('logits', x)`` fits inside a forward.
+        """
+        if not self._active:
+            return tensor
+        k = self._calls.get(name, 0)
+        self._calls[name] = k + 1
+        key = name if k == 0 else f"{name}#{k}"
+        rec = self.records.get(key)
+        if rec is None:
+            rec = self.records[key] = Record(key, name, _Tap(), self._order)
+            self._order += 1
+        a = tensor._data
+        rec.out.update(a, kind)
+        rec.rows = a.shape[0] if a.ndim else 1
+        if self.grads and tensor.requires_grad:
+            tensor.register_hook(self._grad_hook(rec))
+        return tensor
+
+    # ------------------------------------------------------------------ steps
+    def step(self):
+        """End a training step (call after backward): weight and weight-grad statistics, then
+        decide whether the next step is sampled."""
+        if self._active and self.weights and self.steps_sampled % self.weight_every == 0:
+            for rec in self.records.values():
+                if rec.key != rec.name:      # second use of a module: its weights are the first's
+                    continue
+                w = getattr(rec.module, "weight", None)
+                if w is None or not hasattr(w, "_data"):
+                    continue
+                rec.weight.update_param(w._data)
+                rec.fan_in = int(np.prod(w.shape[1:])) if w.ndim > 1 else None
+                if w.grad is not None:
+                    rec.weight_grad.update_param(w.grad._data)
+        if self._active:
+            self.steps_sampled += 1
+        self.steps_seen += 1
+        self._calls.clear()
+        self._produced.clear()
+        self._summ.clear()
+        self._active = (self.steps_seen % self.every) == 0
+
+    def detach(self):
+        """Remove every hook; the model then runs as if the lens had never been attached."""
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        self._produced.clear()
+        self._summ.clear()
+        self._active = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.detach()
+
+    # ------------------------------------------------------------------ access
+    def __getitem__(self, key):
+        return self.records[key]
+
+    def ordered(self):
+        return sorted(self.records.values(), key=lambda r: r.order)
+
+
+class _Tap:
+    """Stands in for a module in records made by Lens.tap."""
+    training = True

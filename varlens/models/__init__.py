@@ -1,0 +1,5 @@
+"""varlens.models: ready-made networks built from varlens.nn."""
+from varlens.models.mlp import MLP, init_linear_  # noqa: F401
+from varlens.models.lenet import LeNet5  # noqa: F401,E402
+from varlens.models.vgg import VGG  # noqa: F401,E402
+from varlens.models.resnet import BasicBlock, ResNet, resnet_cifar  # noqa: F401,E402

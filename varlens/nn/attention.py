@@ -1,0 +1,184 @@
+"""MultiheadAttention with PyTorch's parameter layout (seed 003 §7.1).
+
+Each head h projects queries, keys and values to d_head = E / H features, attends
+with the fused scaled_dot_product_attention (scale 1/sqrt(d_head), seeds 000/002),
+and the heads' outputs are concatenated and projected by ``out_proj``.
+Parameters: ``in_proj_weight`` (3E, E) and ``in_proj_bias`` (3E,) when query, key and
+value share the embedding size, else ``q_proj_weight``, ``k_proj_weight``,
+``v_proj_weight``; ``out_proj`` is a Linear(E, E).  As in PyTorch, inputs are
+(L, N, E) unless ``batch_first=True``, and boolean masks mark positions to IGNORE
+(True = masked), the opposite of scaled_dot_product_attention's convention.
+"""
+from __future__ import annotations
+
+from varlens import ops
+from varlens.backend import xp
+from varlens.nn import init
+from varlens.nn.linear import Linear
+from varlens.nn.module import Module
+from varlens.nn.parameter import Parameter
+from varlens.ops.attention import scaled_dot_product_attention
+from varlens.tensor import Tensor
+
+
+def _empty(*shape, dtype=None):
+    from varlens.backend import get_default_dtype
+    return Parameter(Tensor._make(xp.empty(shape, dtype=dtype or get_default_dtype())))
+
+
+def _mask_array(m, name):
+    if m is None:
+        return None
+    return m._data if isinstance(m, Tensor) else xp.asarray(m)
+
+
+def merge_masks(attn_mask, key_padding_mask, n_batch, n_heads, L, S, dtype):
+    """Combine MultiheadAttention-style masks (True / -inf = blocked) into one additive or
+    boolean 'allowed' mask of shape broadcastable to (N, H, L, S) for SDPA."""
+    allowed = None
+    additive = None
+    if attn_mask is not None:
+        a = _mask_array(attn_mask, "attn_mask")
+        if a.ndim == 3:  # (N*H, L, S)
+            if a.shape[0] != n_batch * n_heads:
+                raise RuntimeError(f"MultiheadAttention: a 3-D attn_mask must have shape "
+                                   f"({n_batch * n_heads}, {L}, {S}), got {tuple(a.shape)}")
+            a = a.reshape(n_batch, n_heads, L, S)
+        elif a.ndim == 2:
+            if a.shape != (L, S):
+                raise RuntimeError(f"MultiheadAttention: a 2-D attn_mask must have shape ({L}, {S}), "
+                                   f"got {tuple(a.shape)}")
+        else:
+            raise RuntimeError(f"MultiheadAttention: attn_mask must be 2-D or 3-D, got {a.ndim}-D")
+        if a.dtype == bool:
+            allowed = ~a
+        else:
+            additive = a.astype(dtype)
+    if key_padding_mask is not None:
+        k = _mask_array(key_padding_mask, "key_padding_mask")
+        if k.shape != (n_batch, S):
+            raise RuntimeError(f"MultiheadAttention: key_padding_mask must have shape ({n_batch}, {S}), "
+                               f"got {tuple(k.shape)}")
+        k = k.reshape(n_batch, 1, 1, S)
+        if k.dtype == bool:
+            allowed = ~k if allowed is None else (allowed & ~k)
+        else:
+            additive = k.astype(dtype) if additive is None else additive + k.astype(dtype)
+    if additive is None:
+        return allowed
+    if allowed is not None:
+        additive = xp.where(allowed, additive, -xp.inf)
+    return additive
+
+
+class MultiheadAttention(Module):
+    """Multi-head attention (torch.nn.MultiheadAttention's arguments, layout and defaults)."""
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
+                 add_zero_attn=False, kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
+        super().__init__()
+        if add_bias_kv or add_zero_attn:
+            raise NotImplementedError("MultiheadAttention: add_bias_kv and add_zero_attn are not supported")
+        if embed_dim % num_heads:
+            raise ValueError(f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible by "
+                             f"num_heads ({num_heads})")
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.head_dim = embed_dim // num_heads
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        self.dropout = dropout
+        self.batch_first = batch_first
+        self.scale = None  # None: 1/sqrt(head_dim); set a number to study other scalings
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = _empty(3 * embed_dim, embed_dim, dtype=dtype)
+            self.register_parameter("q_proj_weight", None)
+            self.register_parameter("k_proj_weight", None)
+            self.register_parameter("v_proj_weight", None)
+        else:
+            self.register_parameter("in_proj_weight", None)
+            self.q_proj_weight = _empty(embed_dim, embed_dim, dtype=dtype)
+            self.k_proj_weight = _empty(embed_dim, self.kdim, dtype=dtype)
+            self.v_proj_weight = _empty(embed_dim, self.vdim, dtype=dtype)
+        if bias:
+            self.in_proj_bias = _empty(3 * embed_dim, dtype=dtype)
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
+        self._reset_parameters()
+
+    def _reset_parameters(self):
+        # PyTorch: xavier_uniform on the packed projection, zero biases
+        if self._qkv_same_embed_dim:
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            init.xavier_uniform_(self.q_proj_weight)
+            init.xavier_uniform_(self.k_proj_weight)
+            init.xavier_uniform_(self.v_proj_weight)
+        if self.in_proj_bias is not None:
+            init.constant_(self.in_proj_bias, 0.0)
+            init.constant_(self.out_proj.bias, 0.0)
+
+    def _project(self, query, key, value):
+        E = self.embed_dim
+        b = self.in_proj_bias
+        bq = bk = bv = None
+        if b is not None:
+            bq, bk, bv = b[:E], b[E:2 * E], b[2 * E:]
+        if self._qkv_same_embed_dim:
+            w = self.in_proj_weight
+            if query is key and key is value:  # self-attention: one GEMM for all three
+                qkv = ops.matmul(query, w.T)
+                if b is not None:
+                    qkv = qkv + b
+                return ops.split(qkv, E, -1)
+            wq, wk, wv = w[:E], w[E:2 * E], w[2 * E:]
+        else:
+            wq, wk, wv = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
+
+        def lin(x, wt, bb):
+            y = ops.matmul(x, wt.T)
+            return y + bb if bb is not None else y
+        return lin(query, wq, bq), lin(key, wk, bk), lin(value, wv, bv)
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+                average_attn_weights=True, is_causal=False):
+        batched = query.ndim == 3
+        if not batched:
+            query, key, value = (ops.unsqueeze(t, 1) for t in (query, key, value))
+            if key_padding_mask is not None:
+                key_padding_mask = ops.unsqueeze(key_padding_mask, 0)
+        elif self.batch_first:
+            query, key, value = (ops.transpose(t, 0, 1) for t in (query, key, value))
+        if query.shape[-1] != self.embed_dim:
+            raise RuntimeError(f"MultiheadAttention: query has {query.shape[-1]} features, expected "
+                               f"embed_dim={self.embed_dim}")
+        L, N, _ = query.shape
+        S = key.shape[0]
+        H, Dh = self.num_heads, self.head_dim
+        q, k, v = self._project(query, key, value)
+
+        def heads(t, T):  # (T, N, E) -> (N, H, T, Dh)
+            return ops.permute(ops.reshape(t, (T, N, H, Dh)), (1, 2, 0, 3))
+        q, k, v = heads(q, L), heads(k, S), heads(v, S)
+        if is_causal and attn_mask is None:
+            attn_mask = ~xp.tril(xp.ones((L, S), dtype=bool))
+        mask = merge_masks(attn_mask, key_padding_mask, N, H, L, S, query.dtype)
+        p = self.dropout if self.training else 0.0
+        res = scaled_dot_product_attention(q, k, v, attn_mask=None if mask is None else Tensor._make(mask),
+                                           dropout_p=p, scale=self.scale, return_weights=need_weights)
+        out, w = res if need_weights else (res, None)
+        out = ops.reshape(ops.permute(out, (2, 0, 1, 3)), (L, N, self.embed_dim))
+        out = self.out_proj(out)
+        if batched and self.batch_first:
+            out = ops.transpose(out, 0, 1)
+        if not batched:
+            out = ops.squeeze(out, 1)
+        if w is not None:
+            if average_attn_weights:
+                w = ops.mean(w, 1)
+            if not batched:
+                w = ops.squeeze(w, 0)
+        return out, w
+
+

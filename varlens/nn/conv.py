@@ -1,0 +1,146 @@
+"""Convolution layers: Conv1d, Conv2d, ConvTranspose2d (PyTorch's arguments, weight layouts
+and default initialisation).  The math and its derivatives live in varlens.ops.conv
+(seed 003 §5.2)."""
+from __future__ import annotations
+
+import math
+
+from varlens import backend as B
+from varlens.backend import xp
+from varlens.nn import functional as F
+from varlens.nn import init
+from varlens.nn.module import Module
+from varlens.nn.parameter import Parameter
+from varlens.ops.conv import _tuple
+
+
+def _check_device(device):
+    if device is not None and not str(device).startswith("cpu"):
+        raise RuntimeError(f"device {device!r} is not available; varlens runs on the CPU")
+
+
+class _ConvNd(Module):
+    """Shared constructor: weight (out, in/groups, *k) or, transposed, (in, out/groups, *k)."""
+
+    _n = 2
+    _transposed = False
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", output_padding=0, device=None, dtype=None):
+        super().__init__()
+        name = type(self).__name__
+        _check_device(device)
+        n = self._n
+        for arg, v in (("in_channels", in_channels), ("out_channels", out_channels), ("groups", groups)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{name}: {arg} must be a positive int, got {v!r}")
+        if in_channels % groups:
+            raise ValueError(f"{name}: in_channels ({in_channels}) must be divisible by groups ({groups})")
+        if out_channels % groups:
+            raise ValueError(f"{name}: out_channels ({out_channels}) must be divisible by groups ({groups})")
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"{name}: only padding_mode='zeros' is implemented, got {padding_mode!r}")
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size = _tuple(kernel_size, n, "kernel_size", name, minimum=1)
+        self.stride = _tuple(stride, n, "stride", name, minimum=1)
+        self.dilation = _tuple(dilation, n, "dilation", name, minimum=1)
+        if isinstance(padding, str):
+            if padding not in ("same", "valid") or self._transposed:
+                allowed = "" if self._transposed else ", 'same' or 'valid'"
+                raise ValueError(f"{name}: padding must be an int, a tuple of {n} ints{allowed}, "
+                                 f"got {padding!r}")
+            if padding == "same" and any(s != 1 for s in self.stride):
+                raise ValueError(f"{name}: padding='same' needs stride 1, got stride {self.stride}")
+            self.padding = padding
+        else:
+            self.padding = _tuple(padding, n, "padding", name, minimum=0)
+        self.output_padding = _tuple(output_padding, n, "output_padding", name, minimum=0)
+        self.padding_mode = padding_mode
+        dt = B.to_dtype(dtype) or B.get_default_dtype()
+        if self._transposed:
+            shape = (in_channels, out_channels // groups) + self.kernel_size
+        else:
+            shape = (out_channels, in_channels // groups) + self.kernel_size
+        self.weight = Parameter(xp.empty(shape, dtype=dt))
+        if bias:
+            self.bias = Parameter(xp.empty((out_channels,), dtype=dt))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """PyTorch's default: kaiming_uniform_(a=sqrt(5)) = U(+-1/sqrt(fan_in)) for the weight,
+        U(+-1/sqrt(fan_in)) for the bias, fan_in = weight.shape[1] * prod(kernel_size)
+        (for the transposed layer that is out_channels/groups * prod(kernel), as PyTorch)."""
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in = self.weight.shape[1] * math.prod(self.kernel_size)
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
+
+    def extra_repr(self):
+        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        if self.padding != (0,) * self._n:
+            s += f", padding={self.padding}"
+        if self.dilation != (1,) * self._n:
+            s += f", dilation={self.dilation}"
+        if self.output_padding != (0,) * self._n:
+            s += f", output_padding={self.output_padding}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s
+
+
+class Conv1d(_ConvNd):
+    """1-D convolution over (N, C_in, L): weight (C_out, C_in/groups, k)."""
+
+    _n = 1
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, 0, device, dtype)
+
+    def forward(self, input):
+        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class Conv2d(_ConvNd):
+    """2-D convolution (cross-correlation) over (N, C_in, H, W): weight (C_out, C_in/groups, kh, kw).
+
+    padding: int, pair, 'same' (stride 1; an even kernel pads one more at the bottom/right)
+    or 'valid'.  Output size floor((H + 2p - d(k - 1) - 1)/s) + 1 (seed 003 §5.2.6).
+    """
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, 0, device, dtype)
+
+    def forward(self, input):
+        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class ConvTranspose2d(_ConvNd):
+    """Transposed 2-D convolution (the input-gradient of Conv2d as a layer): weight
+    (C_in, C_out/groups, kh, kw); output (H - 1)s - 2p + d(k - 1) + output_padding + 1."""
+
+    _transposed = True
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
+                 groups=1, bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, output_padding, device, dtype)
+
+    def forward(self, input, output_size=None):
+        op = self.output_padding
+        if output_size is not None:
+            # choose output_padding so the output has the requested spatial size (as PyTorch)
+            size = tuple(output_size)[-2:]
+            H, W = input.shape[-2:]
+            op = tuple(int(s) - ((L - 1) * st - 2 * p + d * (k - 1) + 1) for s, L, st, p, d, k in
+                       zip(size, (H, W), self.stride, self.padding, self.dilation, self.kernel_size))
+        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding, op,
+                                  self.groups, self.dilation)

@@ -1,0 +1,66 @@
+"""Embedding: a lookup table of rows, trained by gradients that accumulate over repeated indices."""
+from __future__ import annotations
+
+from varlens import backend as B
+from varlens.backend import xp
+from varlens.nn import functional as F
+from varlens.nn import init
+from varlens.nn.module import Module
+from varlens.nn.parameter import Parameter
+from varlens.tensor import Tensor
+
+
+class Embedding(Module):
+    """weight (num_embeddings, embedding_dim), init N(0, 1) as PyTorch; the ``padding_idx`` row
+    is zero and receives no gradient."""
+
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
+                 scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(f"Embedding: padding_idx {padding_idx} must be within num_embeddings "
+                                 f"({num_embeddings})")
+            if padding_idx < 0:
+                padding_idx += num_embeddings
+        self.padding_idx, self.max_norm, self.norm_type = padding_idx, max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
+        if _weight is None:
+            dt = B.to_dtype(dtype) or B.get_default_dtype()
+            self.weight = Parameter(xp.empty((num_embeddings, embedding_dim), dtype=dt), requires_grad=not _freeze)
+            self.reset_parameters()
+        else:
+            arr = _weight._data if isinstance(_weight, Tensor) else xp.asarray(_weight)
+            if arr.shape != (num_embeddings, embedding_dim):
+                raise ValueError(f"Embedding: _weight has shape {arr.shape}, expected "
+                                 f"({num_embeddings}, {embedding_dim})")
+            self.weight = Parameter(arr, requires_grad=not _freeze)
+
+    def reset_parameters(self):
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            self.weight._data[self.padding_idx] = 0
+
+    def forward(self, input):
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                           self.scale_grad_by_freq, self.sparse)
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None, norm_type=2.0,
+                        scale_grad_by_freq=False, sparse=False):
+        """An Embedding whose table is ``embeddings`` (2-D); frozen (no gradient) by default."""
+        if embeddings.ndim != 2:
+            raise ValueError(f"Embedding.from_pretrained: embeddings must be 2-D, got shape {tuple(embeddings.shape)}")
+        arr = embeddings._data if isinstance(embeddings, Tensor) else xp.asarray(embeddings)
+        rows, cols = arr.shape
+        return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+                   _weight=arr.copy(), _freeze=freeze)
+
+    def extra_repr(self):
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm}"
+        return s

@@ -1,0 +1,144 @@
+"""Linear layers: Identity, Linear, Bilinear, and the shape layers Flatten and Unflatten."""
+from __future__ import annotations
+
+import math
+
+from varlens import backend as B
+from varlens.backend import xp
+from varlens.nn import functional as F
+from varlens.nn import init
+from varlens.nn.module import Module
+from varlens.nn.parameter import Parameter
+from varlens.ops import nn_ops as _nn
+from varlens.ops import shape as _shape
+
+
+def _empty(*shape, dtype=None):
+    return Parameter(xp.empty(shape, dtype=B.to_dtype(dtype) or B.get_default_dtype()))
+
+
+def _check_device(device):
+    if device is not None and not str(device).startswith("cpu"):
+        raise RuntimeError(f"device {device!r} is not available; varlens runs on the CPU")
+
+
+class Identity(Module):
+    """Returns its input unchanged (any constructor arguments are ignored, as PyTorch)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, input):
+        return input
+
+
+class Linear(Module):
+    """y = x W^T + b with weight (out_features, in_features) and bias (out_features,).
+
+    Initialisation is PyTorch's: kaiming_uniform_(W, a=sqrt(5)), i.e. U(-1/sqrt(fan_in),
+    1/sqrt(fan_in)), and the bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)).  For the He
+    initialisation of the notes call ``init.kaiming_normal_(layer.weight, nonlinearity='relu')``
+    (see docs/conventions.md)."""
+
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        _check_device(device)
+        for name, v in (("in_features", in_features), ("out_features", out_features)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"Linear: {name} must be a non-negative int, got {v!r}")
+        self.in_features = in_features
+        self.out_features = out_features
+        self.weight = _empty(out_features, in_features, dtype=dtype)
+        if bias:
+            self.bias = _empty(out_features, dtype=dtype)
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in = self.in_features
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input):
+        s = input._data.shape
+        if not s or s[-1] != self.in_features:
+            raise RuntimeError(
+                f"Linear(in_features={self.in_features}, out_features={self.out_features}): expected input "
+                f"of shape (*, {self.in_features}) but received shape {tuple(s)}")
+        return _nn.Linear.apply(input, self.weight, self.bias)
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Bilinear(Module):
+    """y_k = x1^T W_k x2 + b_k, weight (out, in1, in2); init U(-1/sqrt(in1), 1/sqrt(in1)) as PyTorch."""
+
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        _check_device(device)
+        self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
+        self.weight = _empty(out_features, in1_features, in2_features, dtype=dtype)
+        if bias:
+            self.bias = _empty(out_features, dtype=dtype)
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1 / math.sqrt(self.weight.shape[1])
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1, input2):
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
+
+
+class Flatten(Module):
+    """Flattens dims start_dim..end_dim (default: everything but the batch dim)."""
+
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, input):
+        return _shape.flatten(input, self.start_dim, self.end_dim)
+
+    def extra_repr(self):
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    """Expands dim ``dim`` into ``unflattened_size``."""
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, input):
+        sizes = list(self.unflattened_size)
+        n = input.shape[self.dim]
+        if -1 in sizes:
+            known = 1
+            for s in sizes:
+                if s != -1:
+                    known *= s
+            sizes[sizes.index(-1)] = n // known
+        prod = 1
+        for s in sizes:
+            prod *= s
+        if prod != n:
+            raise RuntimeError(f"Unflatten: unflattened_size {self.unflattened_size} does not multiply to the size "
+                               f"{n} of dim {self.dim} (input shape {tuple(input.shape)})")
+        return _shape.unflatten(input, self.dim, tuple(sizes))
+
+    def extra_repr(self):
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"

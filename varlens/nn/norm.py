@@ -1,0 +1,192 @@
+"""Normalisation layers: BatchNorm1d/2d/3d, LayerNorm, RMSNorm, GroupNorm."""
+from __future__ import annotations
+
+from varlens import backend as B
+from varlens.backend import xp
+from varlens.nn import functional as F
+from varlens.nn import init
+from varlens.nn.module import Module
+from varlens.nn.parameter import Parameter
+from varlens.tensor import Tensor
+
+
+def _dt(dtype):
+    return B.to_dtype(dtype) or B.get_default_dtype()
+
+
+class _BatchNorm(Module):
+    """Batch normalisation over the channel axis 1 (seed 001 §2, seed 003 §4.3.2, seed 004 §B.2).
+
+    Training: normalise with the batch mean and the biased batch variance, eps inside the
+    square root; update running_mean/running_var (unbiased) with ``momentum`` (0.1;
+    None = cumulative average over the batches seen).  Eval: use the running statistics
+    (unless track_running_stats=False).  Affine gamma (``weight``, init 1) and beta
+    (``bias``, init 0).  ``eps_mode='std'`` selects seed 004's std + eps (varlens extra)."""
+
+    _ndims = ()
+
+    def __init__(self, num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True,
+                 device=None, dtype=None, *, bias=True, eps_mode="sqrt"):
+        super().__init__()
+        if eps_mode not in ("sqrt", "std"):
+            raise ValueError(f"{type(self).__name__}: eps_mode must be 'sqrt' or 'std', got {eps_mode!r}")
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats, self.eps_mode = affine, track_running_stats, eps_mode
+        self._has_bias = bool(bias)
+        dt = _dt(dtype)
+        if affine:
+            self.weight = Parameter(xp.ones(num_features, dtype=dt))
+            if bias:
+                self.bias = Parameter(xp.zeros(num_features, dtype=dt))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", Tensor._make(xp.zeros(num_features, dtype=dt)))
+            self.register_buffer("running_var", Tensor._make(xp.ones(num_features, dtype=dt)))
+            self.register_buffer("num_batches_tracked", Tensor._make(xp.zeros((), dtype=xp.int64)))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+
+    def reset_running_stats(self):
+        if self.track_running_stats:
+            self.running_mean._data[...] = 0
+            self.running_var._data[...] = 1
+            self.num_batches_tracked._data[...] = 0
+
+    def reset_parameters(self):
+        self.reset_running_stats()
+        if self.affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def _check_input_dim(self, input):
+        if input.ndim not in self._ndims:
+            want = " or ".join(f"{d}D" for d in self._ndims)
+            raise ValueError(f"{type(self).__name__}: expected {want} input (got {input.ndim}D input of shape "
+                             f"{tuple(input.shape)})")
+        if input.shape[1] != self.num_features:
+            raise ValueError(f"{type(self).__name__}({self.num_features}): expected {self.num_features} channels in "
+                             f"dim 1, got input of shape {tuple(input.shape)}")
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
+            self.num_batches_tracked._data += 1
+            if self.momentum is None:
+                factor = 1.0 / float(self.num_batches_tracked._data)
+        bn_training = self.training or (self.running_mean is None and self.running_var is None)
+        use_running = not self.training or self.track_running_stats
+        return F.batch_norm(input, self.running_mean if use_running else None,
+                            self.running_var if use_running else None, self.weight, self.bias,
+                            bn_training, factor, self.eps, eps_mode=self.eps_mode)
+
+    def extra_repr(self):
+        s = (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+             f"bias={self._has_bias}, track_running_stats={self.track_running_stats}")
+        return s + (", eps_mode='std'" if self.eps_mode != "sqrt" else "")
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch norm for (N, C) or (N, C, L) inputs."""
+    _ndims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch norm for (N, C, H, W) inputs (statistics over N, H, W per channel)."""
+    _ndims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    _ndims = (5,)
+
+
+class LayerNorm(Module):
+    """Normalise each example over its last dims ``normalized_shape`` (seed 003 §4.3.3);
+    elementwise affine weight (init 1) and bias (init 0) of that shape."""
+
+    def __init__(self, normalized_shape, eps=1e-05, elementwise_affine=True, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.normalized_shape = F._norm_shape(normalized_shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        self._has_bias = bool(bias) and bool(elementwise_affine)
+        dt = _dt(dtype)
+        if elementwise_affine:
+            self.weight = Parameter(xp.ones(self.normalized_shape, dtype=dt))
+            if bias:
+                self.bias = Parameter(xp.zeros(self.normalized_shape, dtype=dt))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def reset_parameters(self):
+        if self.weight is not None:
+            init.ones_(self.weight)
+        if self.bias is not None:
+            init.zeros_(self.bias)
+
+    def forward(self, input):
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+                f"bias={self._has_bias}")
+
+
+class RMSNorm(Module):
+    """y = x / sqrt(mean(x^2) + eps) * weight over the last dims; eps=None means the dtype's
+    machine epsilon (PyTorch 2.4+)."""
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
+        super().__init__()
+        self.normalized_shape = F._norm_shape(normalized_shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(xp.ones(self.normalized_shape, dtype=_dt(dtype)))
+        else:
+            self.register_parameter("weight", None)
+
+    def reset_parameters(self):
+        if self.weight is not None:
+            init.ones_(self.weight)
+
+    def forward(self, input):
+        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class GroupNorm(Module):
+    """Normalise each example over groups of channels; per-channel affine (init 1 and 0)."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-05, affine=True, device=None, dtype=None, *, bias=True):
+        super().__init__()
+        if num_channels % num_groups:
+            raise ValueError(f"GroupNorm: num_channels={num_channels} must be divisible by num_groups={num_groups}")
+        self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
+        self._has_bias = bool(bias)
+        dt = _dt(dtype)
+        if affine:
+            self.weight = Parameter(xp.ones(num_channels, dtype=dt))
+            if bias:
+                self.bias = Parameter(xp.zeros(num_channels, dtype=dt))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, input):
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, bias={self._has_bias}"

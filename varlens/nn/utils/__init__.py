@@ -1,0 +1,7 @@
+"""varlens.nn.utils: gradient clipping and parameter/vector conversion (PyTorch's names)."""
+from varlens.nn.utils.clip_grad import (clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_,
+                                        get_total_norm)
+from varlens.nn.utils.convert_parameters import parameters_to_vector, vector_to_parameters
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm",
+           "parameters_to_vector", "vector_to_parameters"]

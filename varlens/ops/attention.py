@@ -1,0 +1,127 @@
+"""Scaled dot-product attention as one fused op.
+
+Forward:  S = scale * Q K^T (+ additive mask, or -inf where a boolean mask is False),
+          P = softmax(S) over keys, P' = dropout(P), O = P' V.
+The default scale 1/sqrt(d) keeps the logits at unit variance when q and k have
+unit-variance entries: a sum of d products has variance d (seed 000 "Costume 1",
+seed 002, seed 003 §7.1.3).  ``scale`` can be set to 1.0 to watch what happens
+without it.
+
+Backward (cached P and the dropout mask, like llm.c's attention):
+  dV = P'^T dO;  dP' = dO V^T;  dP = dP' * mask/(1-p);
+  dS = P * (dP - rowsum(dP * P))   (the softmax Jacobian diag(P) - P P^T, seed 001 §3.1);
+  dQ = scale * dS K;  dK = scale * dS^T Q.
+"""
+from __future__ import annotations
+
+import math
+
+from varlens.autograd.function import Function
+from varlens import backend as B
+from varlens.backend import xp
+
+
+def _swap(a):
+    return xp.swapaxes(a, -1, -2)
+
+
+class SDPA(Function):
+    """Fused attention: forward as above; backward returns dQ, dK, dV (and nothing for the mask)."""
+
+    differentiable_backward = False
+
+    def forward(self, q, k, v, mask, dropout_mask, scale, p_drop):
+        s = B.matmul(q, _swap(k)) * scale
+        if mask is not None:
+            if mask.dtype == bool:
+                s = xp.where(mask, s, -xp.inf)
+            else:
+                s = s + mask
+        m = xp.max(s, axis=-1, keepdims=True)
+        m = xp.where(xp.isfinite(m), m, 0)
+        e = xp.exp(s - m)
+        den = e.sum(axis=-1, keepdims=True)
+        p = e / xp.where(den == 0, 1, den)  # a row with every key masked attends to nothing
+        pd = p
+        if dropout_mask is not None:
+            pd = p * dropout_mask * (1.0 / (1.0 - p_drop))
+        self.save_for_backward(q, k, v, p, pd)
+        self.dmask, self.scale, self.p_drop = dropout_mask, scale, p_drop
+        return B.matmul(pd, v)
+
+    def backward(self, g):
+        q, k, v, p, pd = self.saved
+        sc = self.scale
+        n = self.next
+        dv = B.matmul(_swap(pd), g) if n[2] is not None else None
+        dp = B.matmul(g, _swap(v))
+        if self.dmask is not None:
+            dp = dp * self.dmask * (1.0 / (1.0 - self.p_drop))
+        ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+        dq = B.matmul(ds, k) * sc if n[0] is not None else None
+        dk = B.matmul(_swap(ds), q) * sc if n[1] is not None else None
+        return dq, dk, dv, None, None, None, None
+
+    @staticmethod
+    def composite(q, k, v, mask, dropout_mask, scale, p_drop):
+        """The same attention from small ops (used for second derivatives)."""
+        from varlens import ops
+        s = ops.matmul(q, ops.transpose(k, -2, -1)) * scale
+        if mask is not None:
+            m = mask._data if hasattr(mask, "_data") else mask
+            s = ops.masked_fill(s, ~m, -float("inf")) if m.dtype == bool else s + mask
+        p = ops.softmax(s, -1)
+        if dropout_mask is not None:
+            p = p * dropout_mask * (1.0 / (1.0 - p_drop))
+        return ops.matmul(p, v)
+
+
+def causal_mask(L, S):
+    """Boolean (L, S) mask, True where query i may attend to key j <= i (top-left aligned, as PyTorch)."""
+    return xp.tril(xp.ones((L, S), dtype=bool))
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+                                 scale=None, enable_gqa=False, generator=None, return_weights=False):
+    """torch.nn.functional.scaled_dot_product_attention: boolean masks mark allowed positions
+    (True = attend), float masks are added to the logits.  ``return_weights=True`` (varlens
+    only) also returns the attention probabilities, for the lens and for plots."""
+    from varlens.tensor import Tensor
+    if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
+        raise RuntimeError("scaled_dot_product_attention: query, key and value need at least 2 dims "
+                           f"(..., L, E); got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+    if query.shape[-1] != key.shape[-1]:
+        raise RuntimeError(f"scaled_dot_product_attention: query's last dim {query.shape[-1]} must equal "
+                           f"key's {key.shape[-1]}")
+    if key.shape[-2] != value.shape[-2]:
+        raise RuntimeError(f"scaled_dot_product_attention: key has {key.shape[-2]} positions but value "
+                           f"has {value.shape[-2]}")
+    L, S = query.shape[-2], key.shape[-2]
+    sc = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    mask = None
+    if attn_mask is not None:
+        mask = attn_mask._data if isinstance(attn_mask, Tensor) else xp.asarray(attn_mask)
+        if mask.dtype != bool:
+            mask = mask.astype(query.dtype)
+    if is_causal:
+        if attn_mask is not None:
+            raise RuntimeError("scaled_dot_product_attention: pass either attn_mask or is_causal=True, not both")
+        mask = causal_mask(L, S)
+    dmask = None
+    if dropout_p > 0.0:
+        from varlens.random import _gen
+        g = _gen(generator)
+        shape = tuple(query.shape[:-1]) + (S,)
+        dmask = (g.random(shape) >= dropout_p).astype(query.dtype)
+    out = SDPA.apply(query, key, value, mask, dmask, sc, float(dropout_p))
+    if return_weights:
+        node = out._node
+        p = node.saved[3] if node is not None else None
+        if p is None:  # not recorded (no grad): recompute the probabilities
+            from varlens import ops
+            s = ops.matmul(query, ops.transpose(key, -2, -1)) * sc
+            if mask is not None:
+                s = ops.masked_fill(s, Tensor._make(~mask), -float("inf")) if mask.dtype == bool else s + Tensor._make(mask)
+            return out, ops.softmax(s, -1).detach()
+        return out, Tensor._make(p)
+    return out

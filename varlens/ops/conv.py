@@ -1,0 +1,807 @@
+"""Convolution, transposed convolution, pooling and nearest upsampling (seed 003 §5.2).
+
+Layout is PyTorch's: activations (N, C, H, W); a convolution weight is
+(out, in/groups, kh, kw); a transposed convolution's weight is (in, out/groups, kh, kw).
+What the layers compute is cross-correlation (seed 003 Remark 5.2.2: "not actually
+convolution in the mathematical sense"):
+
+    out[n, o, y, x] = b[o] + sum_{c, i, j} w[o, c, i, j] * xpad[n, c, y*s + i*d, x*s + j*d]
+
+How it is computed: one strided *view* of the padded input holds every receptive
+field (no Python loop over pixels); it is copied once into the im2col matrix
+``cols`` of shape (C*kh*kw, N*Ho*Wo) and the whole layer is ONE matrix product
+``W (O, C*kh*kw) @ cols`` (a batch of ``groups`` products when groups > 1).
+The backward pass is two more products plus a "col2im" that adds the column
+gradients back onto the input; that add loops over the kh*kw kernel offsets
+(each a strided slice-add over the whole batch), never over pixels.
+
+Pooling loops over the kh*kw window offsets in the same way.
+"""
+from __future__ import annotations
+
+import math
+
+from varlens.autograd.function import Function
+from varlens.backend import xp
+from varlens.ops import dual as D
+
+_as_strided = xp.lib.stride_tricks.as_strided
+
+# The im2col matrix is kept from forward to backward when it has at most this many
+# elements (it is needed for the weight gradient); bigger ones are rebuilt in backward
+# from the saved input, trading one copy for memory.
+KEEP_COLUMNS_MAX = 1 << 22
+
+
+# ----------------------------------------------------------------------------- helpers
+def _tuple(v, n, name, op, minimum=None):
+    """An int or a sequence of n ints, as a tuple; clear errors otherwise."""
+    if isinstance(v, bool):
+        raise TypeError(f"{op}: {name} must be an int or a tuple of {n} ints, got {v!r}")
+    if isinstance(v, int) or (hasattr(v, "__index__") and not hasattr(v, "__len__")):
+        t = (int(v),) * n
+    else:
+        try:
+            t = tuple(int(a) for a in v)
+        except TypeError:
+            raise TypeError(f"{op}: {name} must be an int or a tuple of {n} ints, got {v!r}") from None
+        if len(t) == 1:
+            t = t * n
+        if len(t) != n:
+            raise ValueError(f"{op}: {name} must be an int or a tuple of {n} ints, got {v!r}")
+    if minimum is not None and any(a < minimum for a in t):
+        raise ValueError(f"{op}: {name} must be >= {minimum}, got {v!r}")
+    return t
+
+
+def _out_len(n, k, s, p0, p1, d):
+    return (n + p0 + p1 - d * (k - 1) - 1) // s + 1
+
+
+def _pad(x, pads, value=0.0):
+    """Copy of x (N, C, H, W) with pads = (top, bottom, left, right) filled with value."""
+    pt, pb, pl, pr = pads
+    if not (pt or pb or pl or pr):
+        return x
+    N, C, H, W = x.shape
+    out = xp.full((N, C, H + pt + pb, W + pl + pr), value, dtype=x.dtype)
+    out[:, :, pt:pt + H, pl:pl + W] = x
+    return out
+
+
+def _window(k, d, s, n):
+    """The slice that picks, for kernel offset k, one input row per output row."""
+    return slice(k * d, k * d + s * (n - 1) + 1, s)
+
+
+def _im2col(xp_, kh, kw, sh, sw, dh, dw, Ho, Wo, per_sample=False):
+    """Receptive fields of the padded input, copied once into a contiguous buffer.
+
+    A strided view (no copy) with axes (C, kh, kw, N, Ho, Wo) -- or (N, C, kh, kw, Ho, Wo)
+    when per_sample -- is materialised: the im2col matrix with C*kh*kw rows and
+    N*Ho*Wo columns (per_sample: N matrices of Ho*Wo columns each).
+    """
+    N, C = xp_.shape[:2]
+    sN, sC, sH, sW = xp_.strides
+    if per_sample:
+        shape, strides = (N, C, kh, kw, Ho, Wo), (sN, sC, sH * dh, sW * dw, sH * sh, sW * sw)
+    else:
+        shape, strides = (C, kh, kw, N, Ho, Wo), (sC, sH * dh, sW * dw, sN, sH * sh, sW * sw)
+    return xp.ascontiguousarray(_as_strided(xp_, shape, strides, writeable=False))
+
+
+def _col2im(gcol, shape, kh, kw, sh, sw, dh, dw, per_sample=False):
+    """Adjoint of _im2col: add the column gradients onto zeros of shape (N, C, Hp, Wp).
+
+    One strided slice-add per kernel offset (kh*kw of them), each over the whole batch.
+    """
+    out = xp.zeros(shape, dtype=gcol.dtype)
+    Ho, Wo = gcol.shape[4], gcol.shape[5]
+    for i in range(kh):
+        si = _window(i, dh, sh, Ho)
+        for j in range(kw):
+            part = gcol[:, :, i, j] if per_sample else gcol[:, i, j].transpose(1, 0, 2, 3)
+            out[:, :, si, _window(j, dw, sw, Wo)] += part
+    return out
+
+
+# Layout switch, measured (benchmarks/bench_conv.py): with big feature maps one matrix
+# product per sample (W @ cols[n]) writes NCHW directly and skips two transposes; with
+# small maps one big product over the whole batch is faster.
+PER_SAMPLE_MIN_PIXELS = 100
+
+
+def _is_tensor(a):
+    return hasattr(a, "_data")
+
+
+def _pad_t(x, pads):
+    """Zero padding for Tensors (used by composites): place x inside zeros."""
+    pt, pb, pl, pr = pads
+    if not (pt or pb or pl or pr):
+        return x
+    N, C, H, W = x.shape
+    key = (slice(None), slice(None), slice(pt, pt + H), slice(pl, pl + W))
+    return D.index_scatter(x, key, (N, C, H + pt + pb, W + pl + pr))
+
+
+# ----------------------------------------------------------------------------- convolution
+class Conv2dFn(Function):
+    """2-D cross-correlation with stride, asymmetric zero padding, dilation and groups.
+
+    Backward (seed 003 §5.2.2 and the chain rule of §1.6; the same structure as the
+    dense layer's dL/dW = a^T g, dL/da = g W^T with W replaced by the shared filter):
+
+    * dL/dx: the transposed convolution of the cotangent g with the same kernel,
+      i.e. the full correlation of g with the spatially flipped kernel.  Computed
+      as cols_grad = W^T @ g followed by col2im (adding each column back to the
+      receptive field it came from).
+    * dL/dw: the correlation of the input with the cotangent,
+      dL/dw[o,c,i,j] = sum_{n,y,x} g[n,o,y,x] xpad[n,c,y*s+i*d,x*s+j*d] = g @ cols^T.
+    * dL/db: g summed over batch and space.
+    """
+
+    differentiable_backward = False
+
+    def forward(self, x, w, b, stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1), groups=1):
+        N, C, H, W = x.shape
+        O, Cg, kh, kw = w.shape
+        sh, sw = stride
+        dh, dw = dilation
+        Ho = _out_len(H, kh, sh, pads[0], pads[1], dh)
+        Wo = _out_len(W, kw, sw, pads[2], pads[3], dw)
+        if Ho < 1 or Wo < 1:
+            raise RuntimeError(
+                f"conv2d: the input of spatial size ({H}, {W}) with padding {pads} is smaller than the "
+                f"(dilated) kernel ({dh * (kh - 1) + 1}, {dw * (kw - 1) + 1}); the output would be "
+                f"({Ho}, {Wo})")
+        xpd = _pad(x, pads)
+        ps = groups == 1 and Ho * Wo >= PER_SAMPLE_MIN_PIXELS
+        cols = _im2col(xpd, kh, kw, sh, sw, dh, dw, Ho, Wo, ps)
+        K = Cg * kh * kw
+        M = N * Ho * Wo
+        Og = O // groups
+        if ps:  # out[n] = W @ cols[n], already NCHW (the broadcast W must be contiguous for BLAS)
+            out = xp.matmul(xp.ascontiguousarray(w.reshape(O, K)), cols.reshape(N, K, Ho * Wo))
+            out = out.reshape(N, O, Ho, Wo)
+            if b is not None:
+                out += b.reshape(1, O, 1, 1)
+        else:   # one product over the batch, then one transposing copy to NCHW
+            if groups == 1:
+                res = w.reshape(O, K) @ cols.reshape(K, M)
+            else:
+                res = xp.matmul(w.reshape(groups, Og, K), cols.reshape(groups, K, M))
+            res = res.reshape(O, N, Ho, Wo).transpose(1, 0, 2, 3)
+            out = xp.empty((N, O, Ho, Wo), dtype=res.dtype)
+            if b is not None:
+                xp.add(res, b.reshape(1, O, 1, 1), out=out)
+            else:
+                out[...] = res
+        self.ps = ps
+        self.geom = (x.shape, xpd.shape, stride, pads, dilation, groups, Ho, Wo)
+        self.w = w
+        # the weight gradient needs the columns: keep small ones, rebuild big ones in backward
+        # (forward runs before the node knows which inputs need grad; without a graph the
+        # node is dropped at once and so are these)
+        if cols.size <= KEEP_COLUMNS_MAX:
+            self.cols, self.x = cols, None
+        else:
+            self.cols, self.x = None, x
+        return out
+
+    def backward(self, g):
+        (N, C, H, W), pshape, (sh, sw), pads, (dh, dw), groups, Ho, Wo = self.geom
+        w = self.w
+        O, Cg, kh, kw = w.shape
+        K, M, Og = Cg * kh * kw, N * Ho * Wo, O // groups
+        n = self.next
+        gx = gw = gb = None
+        wg = w.reshape(groups, Og, K)
+        if n[2] is not None:
+            gb = g.sum(axis=(0, 2, 3))
+        if self.ps:
+            gn = xp.ascontiguousarray(g).reshape(N, O, Ho * Wo)
+            if n[0] is not None:  # cols_grad[n] = W^T @ g[n], then col2im
+                gcol = xp.matmul(xp.ascontiguousarray(wg[0].T), gn)
+                gxp = _col2im(gcol.reshape(N, C, kh, kw, Ho, Wo), pshape, kh, kw, sh, sw, dh, dw, True)
+                pt, pb, pl, pr = pads
+                gx = gxp[:, :, pt:pt + H, pl:pl + W] if (pt or pb or pl or pr) else gxp
+            if n[1] is not None:  # dL/dW = sum_n g[n] @ cols[n]^T
+                cols = self.cols
+                if cols is None:
+                    cols = _im2col(_pad(self.x, pads), kh, kw, sh, sw, dh, dw, Ho, Wo, True)
+                cols = cols.reshape(N, K, Ho * Wo)
+                gw = xp.matmul(gn, cols.transpose(0, 2, 1)).sum(axis=0).reshape(w.shape)
+            self.cols = self.x = None
+            return gx, gw, gb
+        gm = xp.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(groups, Og, M)
+        if n[0] is not None:
+            if groups == 1:
+                gcol = wg[0].T @ gm[0]
+            else:
+                gcol = xp.matmul(wg.transpose(0, 2, 1), gm)
+            gxp = _col2im(gcol.reshape(C, kh, kw, N, Ho, Wo), pshape, kh, kw, sh, sw, dh, dw)
+            pt, pb, pl, pr = pads
+            gx = gxp[:, :, pt:pt + H, pl:pl + W] if (pt or pb or pl or pr) else gxp
+        if n[1] is not None:
+            cols = self.cols
+            if cols is None:
+                cols = _im2col(_pad(self.x, pads), kh, kw, sh, sw, dh, dw, Ho, Wo)
+            if groups == 1:
+                gw = (gm[0] @ cols.reshape(K, M).T).reshape(w.shape)
+            else:
+                gw = xp.matmul(gm, cols.reshape(groups, K, M).transpose(0, 2, 1)).reshape(w.shape)
+        self.cols = self.x = None
+        return gx, gw, gb
+
+    @staticmethod
+    def composite(x, w, b, stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1), groups=1):
+        """The same layer from small ops (slices, permutes, matmuls), for second derivatives."""
+        from varlens import ops
+        N, C, H, W = x.shape
+        O, Cg, kh, kw = w.shape
+        Og = O // groups
+        Ho = _out_len(H, kh, stride[0], pads[0], pads[1], dilation[0])
+        Wo = _out_len(W, kw, stride[1], pads[2], pads[3], dilation[1])
+        xpd = _pad_t(x, pads)
+        outs = []
+        for gi in range(groups):
+            acc = None
+            for i in range(kh):
+                for j in range(kw):
+                    xs = xpd[:, gi * Cg:(gi + 1) * Cg, _window(i, dilation[0], stride[0], Ho),
+                             _window(j, dilation[1], stride[1], Wo)]
+                    wk = w[gi * Og:(gi + 1) * Og, :, i, j]
+                    t = ops.matmul(ops.permute(xs, (0, 2, 3, 1)), ops.transpose(wk, 0, 1))
+                    acc = t if acc is None else acc + t
+            outs.append(acc)
+        out = outs[0] if groups == 1 else ops.cat(outs, -1)
+        out = ops.permute(out, (0, 3, 1, 2))
+        if b is not None:
+            out = out + ops.reshape(b, (1, O, 1, 1))
+        return out
+
+
+class ConvTranspose2dFn(Function):
+    """Transposed convolution: the adjoint (in x) of Conv2dFn with the same geometry.
+
+    out = col2im(W^T @ x) cropped by the padding.  Backward (seed 003 §5.2.2, the
+    adjoint relation): dL/dx is the ordinary convolution of g with the same weight
+    (im2col of g, then W @ cols); dL/dw is the correlation of x with g,
+    x @ cols(g)^T; dL/db is g summed over batch and space.
+    """
+
+    differentiable_backward = False
+
+    def forward(self, x, w, b, stride=(1, 1), padding=(0, 0), output_padding=(0, 0), groups=1,
+                dilation=(1, 1)):
+        N, Cin, H, W = x.shape
+        _, Cog, kh, kw = w.shape
+        Cout = Cog * groups
+        Cig = Cin // groups
+        sh, sw = stride
+        dh, dw = dilation
+        Hf = (H - 1) * sh + dh * (kh - 1) + 1 + output_padding[0]
+        Wf = (W - 1) * sw + dw * (kw - 1) + 1 + output_padding[1]
+        Ho, Wo = Hf - 2 * padding[0], Wf - 2 * padding[1]
+        if Ho < 1 or Wo < 1:
+            raise RuntimeError(f"conv_transpose2d: padding {padding} leaves an output of size "
+                               f"({Ho}, {Wo}) for an input of size ({H}, {W})")
+        M = N * H * W
+        xm = xp.ascontiguousarray(x.transpose(1, 0, 2, 3)).reshape(groups, Cig, M)
+        wg = w.reshape(groups, Cig, Cog * kh * kw)
+        if groups == 1:
+            gcol = wg[0].T @ xm[0]
+        else:
+            gcol = xp.matmul(wg.transpose(0, 2, 1), xm)
+        full = _col2im(gcol.reshape(Cout, kh, kw, N, H, W), (N, Cout, Hf, Wf), kh, kw, sh, sw, dh, dw)
+        ph, pw = padding
+        out = full[:, :, ph:ph + Ho, pw:pw + Wo]
+        if b is not None:
+            out = out + b.reshape(1, Cout, 1, 1)
+        elif ph or pw:
+            out = xp.ascontiguousarray(out)
+        self.geom = (x.shape, (N, Cout, Hf, Wf), stride, padding, dilation, groups, Ho, Wo)
+        self.w = w
+        self.xm = xm
+        return out
+
+    def backward(self, g):
+        (N, Cin, H, W), fshape, (sh, sw), (ph, pw), (dh, dw), groups, Ho, Wo = self.geom
+        w = self.w
+        _, Cog, kh, kw = w.shape
+        Cig = Cin // groups
+        K, M = Cog * kh * kw, N * H * W
+        n = self.next
+        gfull = _pad(g, (ph, fshape[2] - Ho - ph, pw, fshape[3] - Wo - pw))
+        cols = _im2col(gfull, kh, kw, sh, sw, dh, dw, H, W).reshape(groups, K, M)
+        gx = gw = gb = None
+        wg = w.reshape(groups, Cig, K)
+        if n[0] is not None:
+            r = wg[0] @ cols[0] if groups == 1 else xp.matmul(wg, cols)
+            gx = xp.ascontiguousarray(r.reshape(Cin, N, H, W).transpose(1, 0, 2, 3))
+        if n[1] is not None:
+            xm = self.xm
+            r = xm[0] @ cols[0].T if groups == 1 else xp.matmul(xm, cols.transpose(0, 2, 1))
+            gw = r.reshape(w.shape)
+        if n[2] is not None:
+            gb = g.sum(axis=(0, 2, 3))
+        self.xm = None
+        return gx, gw, gb
+
+    @staticmethod
+    def composite(x, w, b, stride=(1, 1), padding=(0, 0), output_padding=(0, 0), groups=1,
+                  dilation=(1, 1)):
+        """Sum over kernel offsets of (x . w[:, :, i, j]) scattered onto the output grid."""
+        from varlens import ops
+        N, Cin, H, W = x.shape
+        _, Cog, kh, kw = w.shape
+        Cig = Cin // groups
+        Hf = (H - 1) * stride[0] + dilation[0] * (kh - 1) + 1 + output_padding[0]
+        Wf = (W - 1) * stride[1] + dilation[1] * (kw - 1) + 1 + output_padding[1]
+        outs = []
+        for gi in range(groups):
+            xs = ops.permute(x[:, gi * Cig:(gi + 1) * Cig], (0, 2, 3, 1))
+            acc = None
+            for i in range(kh):
+                for j in range(kw):
+                    t = ops.permute(ops.matmul(xs, w[gi * Cig:(gi + 1) * Cig, :, i, j]), (0, 3, 1, 2))
+                    key = (slice(None), slice(None), _window(i, dilation[0], stride[0], H),
+                           _window(j, dilation[1], stride[1], W))
+                    t = D.index_scatter(t, key, (N, Cog, Hf, Wf))
+                    acc = t if acc is None else acc + t
+            outs.append(acc)
+        out = outs[0] if groups == 1 else ops.cat(outs, 1)
+        ph, pw = padding
+        out = out[:, :, ph:Hf - ph, pw:Wf - pw]
+        if b is not None:
+            out = out + ops.reshape(b, (1, -1, 1, 1))
+        return out
+
+
+# ----------------------------------------------------------------------------- pooling
+def _pool_len(L, k, s, p, d, ceil_mode):
+    num = L + 2 * p - d * (k - 1) - 1
+    out = (num + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= L + p:
+        out -= 1  # the last window must start inside the input or its left padding
+    return out
+
+
+def _pool_geometry(x, k, s, p, d, ceil_mode, op):
+    N, C, H, W = x.shape
+    Ho = _pool_len(H, k[0], s[0], p[0], d[0], ceil_mode)
+    Wo = _pool_len(W, k[1], s[1], p[1], d[1], ceil_mode)
+    if Ho < 1 or Wo < 1:
+        raise RuntimeError(f"{op}: input of spatial size ({H}, {W}) is too small for kernel_size {k} "
+                           f"with padding {p} and dilation {d} (output would be ({Ho}, {Wo}))")
+    # right/bottom padding large enough for every window (ceil_mode may need more than p)
+    pb = max(0, (Ho - 1) * s[0] + d[0] * (k[0] - 1) + 1 - H - p[0])
+    pr = max(0, (Wo - 1) * s[1] + d[1] * (k[1] - 1) + 1 - W - p[1])
+    return Ho, Wo, (p[0], pb, p[1], pr)
+
+
+def _scatter_windows(g, parts, pshape, pads, in_shape):
+    """sum_k (part_k placed at window slice k) then cropped to the input: arrays or Tensors."""
+    pt, _, pl, _ = pads
+    H, W = in_shape[2], in_shape[3]
+    if _is_tensor(g):
+        acc = None
+        for key, val in parts:
+            t = D.index_scatter(val, (slice(None), slice(None)) + key, pshape)
+            acc = t if acc is None else acc + t
+        return acc[:, :, pt:pt + H, pl:pl + W]
+    out = xp.zeros(pshape, dtype=g.dtype)
+    for key, val in parts:
+        out[(slice(None), slice(None)) + key] += val
+    return out[:, :, pt:pt + H, pl:pl + W]
+
+
+class MaxPool2dFn(Function):
+    """Max over each window (padding counts as -inf).
+
+    Backward (seed 003 §5.2.4, Example 5.2.5): max is piecewise the identity on the
+    winning entry, so dL/dx routes each output's cotangent to the position that won
+    its window (the first maximum in row-major order, as PyTorch) and adds where
+    overlapping windows share a winner.  It is linear in g with constant routing,
+    so the same code, run on Tensors, is its own second derivative.
+    """
+
+    def forward(self, x, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1),
+                ceil_mode=False):
+        kh, kw = kernel_size
+        Ho, Wo, pads = _pool_geometry(x, kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d")
+        xpd = _pad(x, pads, -xp.inf) if x.dtype.kind == "f" else _pad(x, pads, xp.iinfo(x.dtype).min)
+        idx = xp.zeros((x.shape[0], x.shape[1], Ho, Wo), dtype=xp.int16)
+        m = None
+        for i in range(kh):
+            si = _window(i, dilation[0], stride[0], Ho)
+            for j in range(kw):
+                v = xpd[:, :, si, _window(j, dilation[1], stride[1], Wo)]
+                if m is None:
+                    m = v.copy()
+                    continue
+                upd = v > m
+                if x.dtype.kind == "f":
+                    upd |= v != v  # a NaN wins (and propagates), as in PyTorch
+                xp.copyto(m, v, where=upd)
+                xp.copyto(idx, i * kw + j, where=upd)
+        self.idx = idx
+        self.geom = (x.shape, xpd.shape, kernel_size, stride, dilation, pads, Ho, Wo)
+        return m
+
+    def backward(self, g):
+        in_shape, pshape, (kh, kw), stride, dilation, pads, Ho, Wo = self.geom
+        idx = self.idx
+        parts = []
+        for i in range(kh):
+            si = _window(i, dilation[0], stride[0], Ho)
+            for j in range(kw):
+                parts.append(((si, _window(j, dilation[1], stride[1], Wo)), g * (idx == i * kw + j)))
+        return _scatter_windows(g, parts, pshape, pads, in_shape)
+
+    def indices(self):
+        """Flat index (h*W + w) into each input plane of every window's maximum (PyTorch's)."""
+        in_shape, _, (kh, kw), stride, dilation, pads, Ho, Wo = self.geom
+        W = in_shape[3]
+        oy = xp.arange(Ho).reshape(Ho, 1) * stride[0] - pads[0]
+        ox = xp.arange(Wo).reshape(1, Wo) * stride[1] - pads[2]
+        ki, kj = self.idx // kw, self.idx % kw
+        return ((oy + ki * dilation[0]) * W + ox + kj * dilation[1]).astype(xp.int64)
+
+
+def _avg_divisor(L, k, s, p, Lo, count_include_pad):
+    start = xp.arange(Lo) * s - p
+    end = xp.minimum(start + k, L + p)
+    size = end - start
+    if count_include_pad:
+        return size
+    return xp.minimum(end, L) - xp.maximum(start, 0)
+
+
+class AvgPool2dFn(Function):
+    """Mean over each window (divisor as PyTorch: count_include_pad, divisor_override).
+
+    Backward (seed 003 §5.2.4, Figure 5.2.3): each output is a fixed linear
+    combination of its window, so dL/dx spreads g / divisor evenly over the window
+    and adds where windows overlap.  Linear in g, so it is its own second derivative.
+    """
+
+    def forward(self, x, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0), ceil_mode=False,
+                count_include_pad=True, divisor_override=None):
+        kh, kw = kernel_size
+        N, C, H, W = x.shape
+        Ho, Wo, pads = _pool_geometry(x, kernel_size, stride, padding, (1, 1), ceil_mode, "avg_pool2d")
+        xpd = _pad(x, pads)
+        acc = None
+        for i in range(kh):
+            si = _window(i, 1, stride[0], Ho)
+            for j in range(kw):
+                v = xpd[:, :, si, _window(j, 1, stride[1], Wo)]
+                acc = v.copy() if acc is None else xp.add(acc, v, out=acc)
+        if divisor_override is not None:
+            scale = xp.asarray(1.0 / divisor_override, dtype=x.dtype)
+        else:
+            dh = _avg_divisor(H, kh, stride[0], padding[0], Ho, count_include_pad)
+            dw = _avg_divisor(W, kw, stride[1], padding[1], Wo, count_include_pad)
+            scale = (1.0 / (dh.reshape(Ho, 1) * dw.reshape(1, Wo))).astype(x.dtype)
+        acc *= scale
+        self.scale = scale
+        self.geom = (x.shape, xpd.shape, kernel_size, stride, pads, Ho, Wo)
+        return acc
+
+    def backward(self, g):
+        in_shape, pshape, (kh, kw), stride, pads, Ho, Wo = self.geom
+        gs = g * self.scale
+        parts = []
+        for i in range(kh):
+            si = _window(i, 1, stride[0], Ho)
+            for j in range(kw):
+                parts.append(((si, _window(j, 1, stride[1], Wo)), gs))
+        return _scatter_windows(g, parts, pshape, pads, in_shape)
+
+
+class UpsampleNearest2dFn(Function):
+    """Nearest upsampling by integer factors: every pixel becomes an (sh x sw) block.
+
+    Backward: the adjoint of copying is summing, so dL/dx sums g over each block
+    (reshape and sum; works on Tensors too, so it is its own second derivative).
+    """
+
+    def forward(self, x, scale=(2, 2)):
+        N, C, H, W = x.shape
+        sh, sw = scale
+        self.shape6 = (N, C, H, sh, W, sw)
+        v = xp.broadcast_to(x.reshape(N, C, H, 1, W, 1), self.shape6)
+        return v.reshape(N, C, H * sh, W * sw)
+
+    def backward(self, g):
+        return D.sum(D.reshape(g, self.shape6), axis=(3, 5))
+
+
+# ----------------------------------------------------------------------------- user functions
+def _check_input(x, ndim, op, name="input"):
+    if not hasattr(x, "ndim"):
+        raise TypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__}")
+    if x.ndim not in (ndim, ndim + 1):
+        raise RuntimeError(f"{op}: expected a {ndim}-D (unbatched) or {ndim + 1}-D (batched) {name}, "
+                           f"got shape {tuple(x.shape)}")
+
+
+def _batched(x, ndim):
+    from varlens import ops
+    if x.ndim == ndim:
+        return ops.unsqueeze(x, 0), True
+    return x, False
+
+
+def _conv_padding(padding, k, d, stride, op):
+    """Normalise padding (int, tuple, 'same', 'valid') to (before, after) pairs per dim."""
+    n = len(k)
+    if isinstance(padding, str):
+        if padding == "valid":
+            return tuple((0, 0) for _ in range(n))
+        if padding == "same":
+            if any(s != 1 for s in stride):
+                raise ValueError(f"{op}: padding='same' needs stride 1 in every dimension, got stride "
+                                 f"{stride}")
+            out = []
+            for ki, di in zip(k, d):
+                total = di * (ki - 1)
+                out.append((total // 2, total - total // 2))
+            return tuple(out)
+        raise ValueError(f"{op}: padding must be an int, a tuple of {n} ints, 'same' or 'valid', "
+                         f"got {padding!r}")
+    p = _tuple(padding, n, "padding", op, minimum=0)
+    return tuple((a, a) for a in p)
+
+
+def _check_conv(x, w, b, groups, op, transposed=False):
+    if not hasattr(w, "ndim"):
+        raise TypeError(f"{op}: weight must be a Tensor, got {type(w).__name__}")
+    if w.ndim != x.ndim:
+        raise RuntimeError(f"{op}: weight must have {x.ndim} dimensions for an input of shape "
+                           f"{tuple(x.shape)}, got weight of shape {tuple(w.shape)}")
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+    C = x.shape[1]
+    if transposed:
+        if w.shape[0] != C:
+            raise RuntimeError(f"{op}: weight of shape {tuple(w.shape)} expects {w.shape[0]} input "
+                               f"channels (weight.shape[0]), but the input has {C} (shape {tuple(x.shape)})")
+        if C % groups:
+            raise RuntimeError(f"{op}: input channels ({C}) must be divisible by groups ({groups})")
+        cout = w.shape[1] * groups
+    else:
+        if C % groups or w.shape[0] % groups:
+            raise RuntimeError(f"{op}: input channels ({C}) and output channels ({w.shape[0]}) must both "
+                               f"be divisible by groups ({groups})")
+        if w.shape[1] * groups != C:
+            raise RuntimeError(f"{op}: weight of shape {tuple(w.shape)} with groups={groups} expects "
+                               f"{w.shape[1] * groups} input channels, but the input has {C} "
+                               f"(shape {tuple(x.shape)})")
+        cout = w.shape[0]
+    if b is not None:
+        if not hasattr(b, "ndim"):
+            raise TypeError(f"{op}: bias must be a Tensor or None, got {type(b).__name__}")
+        if tuple(b.shape) != (cout,):
+            raise RuntimeError(f"{op}: bias must have shape ({cout},), got {tuple(b.shape)}")
+    if x.dtype != w.dtype:
+        raise RuntimeError(f"{op}: input dtype {x.dtype} and weight dtype {w.dtype} differ; cast one "
+                           f"of them (e.g. .float() or .double())")
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution (cross-correlation) over (N, C, H, W) or (C, H, W) input.
+
+    weight (out, in/groups, kh, kw); padding an int, a pair, 'same' or 'valid'.
+    """
+    op = "conv2d"
+    _check_input(input, 3, op)
+    x, unb = _batched(input, 3)
+    _check_conv(x, weight, bias, groups, op)
+    k = tuple(weight.shape[2:])
+    s = _tuple(stride, 2, "stride", op, minimum=1)
+    d = _tuple(dilation, 2, "dilation", op, minimum=1)
+    (pt, pb), (pl, pr) = _conv_padding(padding, k, d, s, op)
+    out = Conv2dFn.apply(x, weight, bias, stride=s, pads=(pt, pb, pl, pr), dilation=d, groups=groups)
+    if unb:
+        from varlens import ops
+        out = ops.squeeze(out, 0)
+    return out
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D convolution over (N, C, L) or (C, L) input; weight (out, in/groups, k).
+
+    Runs as a 2-D convolution over a height-1 image.
+    """
+    from varlens import ops
+    op = "conv1d"
+    _check_input(input, 2, op)
+    x, unb = _batched(input, 2)
+    _check_conv(x, weight, bias, groups, op)
+    k = (weight.shape[2],)
+    s = _tuple(stride, 1, "stride", op, minimum=1)
+    d = _tuple(dilation, 1, "dilation", op, minimum=1)
+    ((pl, pr),) = _conv_padding(padding, k, d, s, op)
+    x4 = ops.unsqueeze(x, 2)
+    w4 = ops.unsqueeze(weight, 2)
+    out = Conv2dFn.apply(x4, w4, bias, stride=(1, s[0]), pads=(0, 0, pl, pr), dilation=(1, d[0]),
+                         groups=groups)
+    out = ops.squeeze(out, 2)
+    return ops.squeeze(out, 0) if unb else out
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """Transposed 2-D convolution; weight (in, out/groups, kh, kw) as PyTorch.
+
+    Output size (H - 1)*stride - 2*padding + dilation*(k - 1) + output_padding + 1.
+    """
+    op = "conv_transpose2d"
+    _check_input(input, 3, op)
+    x, unb = _batched(input, 3)
+    _check_conv(x, weight, bias, groups, op, transposed=True)
+    s = _tuple(stride, 2, "stride", op, minimum=1)
+    if isinstance(padding, str):
+        raise ValueError(f"{op}: padding must be an int or a tuple of 2 ints (strings such as "
+                         f"{padding!r} are not supported for transposed convolution)")
+    p = _tuple(padding, 2, "padding", op, minimum=0)
+    op_ = _tuple(output_padding, 2, "output_padding", op, minimum=0)
+    d = _tuple(dilation, 2, "dilation", op, minimum=1)
+    for a, si, di in zip(op_, s, d):
+        if a >= max(si, di):
+            raise ValueError(f"{op}: output_padding must be smaller than stride or dilation, got "
+                             f"output_padding={op_}, stride={s}, dilation={d}")
+    out = ConvTranspose2dFn.apply(x, weight, bias, stride=s, padding=p, output_padding=op_,
+                                  groups=groups, dilation=d)
+    if unb:
+        from varlens import ops
+        out = ops.squeeze(out, 0)
+    return out
+
+
+def _pool_args(kernel_size, stride, padding, op, dilation=1):
+    k = _tuple(kernel_size, 2, "kernel_size", op, minimum=1)
+    s = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else \
+        _tuple(stride, 2, "stride", op, minimum=1)
+    p = _tuple(padding, 2, "padding", op, minimum=0)
+    d = _tuple(dilation, 2, "dilation", op, minimum=1)
+    for pi, ki in zip(p, k):
+        if pi > ki // 2:
+            raise ValueError(f"{op}: padding should be at most half of kernel_size, got padding={p} "
+                             f"and kernel_size={k}")
+    return k, s, p, d
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """Max pooling over (N, C, H, W) or (C, H, W); stride defaults to kernel_size.
+
+    With return_indices=True also returns the flat position (h*W + w) of each maximum.
+    """
+    op = "max_pool2d"
+    _check_input(input, 3, op)
+    x, unb = _batched(input, 3)
+    k, s, p, d = _pool_args(kernel_size, stride, padding, op, dilation)
+    out = MaxPool2dFn.apply(x, kernel_size=k, stride=s, padding=p, dilation=d, ceil_mode=bool(ceil_mode))
+    idx = None
+    if return_indices:
+        from varlens.tensor import Tensor
+        node = out._node
+        if node is None:  # no graph recorded: recompute the routing once
+            fn = MaxPool2dFn.__new__(MaxPool2dFn)
+            fn.forward(x._data, kernel_size=k, stride=s, padding=p, dilation=d, ceil_mode=bool(ceil_mode))
+            node = fn
+        idx = Tensor._make(node.indices())
+    if unb:
+        from varlens import ops
+        out = ops.squeeze(out, 0)
+        if idx is not None:
+            idx = ops.squeeze(idx, 0)
+    return (out, idx) if return_indices else out
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """Average pooling over (N, C, H, W) or (C, H, W); stride defaults to kernel_size."""
+    op = "avg_pool2d"
+    _check_input(input, 3, op)
+    if input.dtype.kind != "f":
+        raise RuntimeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+    x, unb = _batched(input, 3)
+    k, s, p, _ = _pool_args(kernel_size, stride, padding, op)
+    if divisor_override is not None and (isinstance(divisor_override, bool) or int(divisor_override) < 1):
+        raise ValueError(f"{op}: divisor_override must be a positive int or None, got {divisor_override!r}")
+    out = AvgPool2dFn.apply(x, kernel_size=k, stride=s, padding=p, ceil_mode=bool(ceil_mode),
+                            count_include_pad=bool(count_include_pad), divisor_override=divisor_override)
+    if unb:
+        from varlens import ops
+        out = ops.squeeze(out, 0)
+    return out
+
+
+def _adaptive_matrix(L, Lo, dtype):
+    """(Lo, L) averaging matrix: row i averages input [floor(i L/Lo), ceil((i+1) L/Lo))."""
+    A = xp.zeros((Lo, L), dtype=dtype)
+    for i in range(Lo):  # one row per output cell (not per pixel)
+        a, b = (i * L) // Lo, -((-(i + 1) * L) // Lo)
+        A[i, a:b] = 1.0 / (b - a)
+    return A
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Average pooling to a fixed output size (global average pooling for (1, 1)).
+
+    Output cell i averages input rows floor(i H/Ho) .. ceil((i+1) H/Ho) - 1 (as PyTorch).
+    Separable, so out = A_h @ x @ A_w^T with two constant averaging matrices; the
+    gradient is A_h^T g A_w (the matmul backward).
+    """
+    from varlens import ops
+    from varlens.tensor import Tensor
+    op = "adaptive_avg_pool2d"
+    _check_input(input, 3, op)
+    x, unb = _batched(input, 3)
+    H, W = x.shape[2], x.shape[3]
+    if isinstance(output_size, int) or output_size is None:
+        output_size = (output_size, output_size)
+    if len(output_size) != 2:
+        raise ValueError(f"{op}: output_size must be an int or a pair, got {output_size!r}")
+    Ho = H if output_size[0] is None else int(output_size[0])
+    Wo = W if output_size[1] is None else int(output_size[1])
+    if Ho < 1 or Wo < 1:
+        raise ValueError(f"{op}: output_size must be positive, got {output_size!r}")
+    if (Ho, Wo) == (1, 1):
+        out = ops.mean(x, (2, 3), keepdim=True)
+    elif H % Ho == 0 and W % Wo == 0:
+        out = avg_pool2d(x, (H // Ho, W // Wo))
+    else:
+        Ah = Tensor._make(_adaptive_matrix(H, Ho, x.dtype))
+        AwT = Tensor._make(_adaptive_matrix(W, Wo, x.dtype).T.copy())
+        out = ops.matmul(ops.matmul(Ah, x), AwT)
+    return ops.squeeze(out, 0) if unb else out
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """Resize (N, C, H, W) input; only mode='nearest' (PyTorch's 'nearest' index rule).
+
+    Output pixel i reads input pixel min(floor(i * scale), H - 1) with scale = 1/scale_factor
+    when a scale factor is given (H/H_out when a size is given).  Integer factors take a
+    fused path (copy into blocks; gradient sums each block).
+    """
+    from varlens import ops
+    op = "interpolate"
+    if mode != "nearest":
+        raise NotImplementedError(f"{op}: only mode='nearest' is implemented, got mode={mode!r}")
+    if align_corners is not None:
+        raise ValueError(f"{op}: align_corners only applies to linear modes, got {align_corners!r} "
+                         "with mode='nearest'")
+    if not hasattr(input, "ndim") or input.ndim != 4:
+        raise RuntimeError(f"{op}: expected a 4-D (N, C, H, W) input, got "
+                           f"{tuple(input.shape) if hasattr(input, 'shape') else type(input).__name__}")
+    if (size is None) == (scale_factor is None):
+        raise ValueError(f"{op}: give exactly one of size and scale_factor, got size={size!r}, "
+                         f"scale_factor={scale_factor!r}")
+    H, W = input.shape[2], input.shape[3]
+    if size is not None:
+        Ho, Wo = _tuple(size, 2, "size", op, minimum=1)
+        scales = (H / Ho, W / Wo)
+    else:
+        sf = (scale_factor, scale_factor) if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
+        if len(sf) != 2 or any(f <= 0 for f in sf):
+            raise ValueError(f"{op}: scale_factor must be a positive number or a pair, got {scale_factor!r}")
+        Ho, Wo = int(math.floor(H * sf[0])), int(math.floor(W * sf[1]))
+        scales = (H / Ho, W / Wo) if recompute_scale_factor else (1.0 / sf[0], 1.0 / sf[1])
+    if Ho % H == 0 and Wo % W == 0 and abs(scales[0] * (Ho // H) - 1) < 1e-12 \
+            and abs(scales[1] * (Wo // W) - 1) < 1e-12:
+        return UpsampleNearest2dFn.apply(input, scale=(Ho // H, Wo // W))
+    ih = xp.minimum(xp.floor(xp.arange(Ho, dtype=xp.float32) * xp.float32(scales[0])).astype(xp.int64), H - 1)
+    iw = xp.minimum(xp.floor(xp.arange(Wo, dtype=xp.float32) * xp.float32(scales[1])).astype(xp.int64), W - 1)
+    return ops.getitem(input, (slice(None), slice(None), ih.reshape(Ho, 1), iw.reshape(1, Wo)))
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """Alias of interpolate (PyTorch's deprecated name)."""
+    return interpolate(input, size, scale_factor, mode, align_corners)

@@ -1,0 +1,60 @@
+"""ReLU moments under a Gaussian input (seed 001 §1.2, seed 002, seed 003 §4.3.1)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from varlens.theory.registry import claim, close, mc_mean, mc_var, rng_for, var_se
+
+N = 1_000_000
+INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+@claim("relu.mean", "001", "§1.2 L43", "variance",
+       "z ~ N(0,1): E[ReLU(z)] = 1/sqrt(2 pi) = 0.3989422804")
+def relu_mean():
+    z = rng_for("relu.mean").standard_normal(N)
+    return mc_mean(np.maximum(z, 0.0), INV_SQRT_2PI)
+
+
+@claim("relu.second_moment", "001", "§1.2 L43", "variance",
+       "z ~ N(0,1): E[ReLU(z)^2] = 1/2")
+def relu_second_moment():
+    z = rng_for("relu.second_moment").standard_normal(N)
+    return mc_mean(np.maximum(z, 0.0) ** 2, 0.5)
+
+
+@claim("relu.variance", "001", "§1.2 L47", "variance",
+       "z ~ N(0,1): Var[ReLU(z)] = 1/2 - 1/(2 pi) = 0.3408450569")
+def relu_variance():
+    z = rng_for("relu.variance").standard_normal(N)
+    return mc_var(np.maximum(z, 0.0), 0.5 - 1.0 / (2.0 * math.pi))
+
+
+@claim("relu.half_second_moment_symmetric", "001", "§3.3 L252; 002 L50; 003 §4.3.1 L1441", "init",
+       "E[ReLU(z)^2] = E[z^2]/2 for any symmetric z (here Laplace(0, 1.5), E[z^2] = 4.5)")
+def relu_half_symmetric():
+    z = rng_for("relu.half_second_moment_symmetric").laplace(0.0, 1.5, N)
+    return mc_mean(np.maximum(z, 0.0) ** 2, 0.5 * 2 * 1.5 ** 2)
+
+
+@claim("relu.orthonormal_projection", "001", "§1.2 L38-49", "dropout",
+       "x ~ N(0,I_N), W with W W^T = I_M, b = 0: z = Wx ~ N(0, I_M), so h = ReLU(z) has diagonal "
+       "covariance; the largest off-diagonal |Cov(h_i, h_j)| is 0 within 5 standard errors")
+def relu_orthonormal():
+    g = rng_for("relu.orthonormal_projection")
+    n_in, m, n = 32, 8, 200_000
+    q, _ = np.linalg.qr(g.standard_normal((n_in, m)))
+    W = q.T                                   # (m, n_in), W W^T = I_m
+    h = np.maximum(g.standard_normal((n, n_in)) @ W.T, 0.0)
+    hc = h - h.mean(0)
+    cov = hc.T @ hc / (n - 1)
+    off = cov[~np.eye(m, dtype=bool)]
+    worst = np.abs(off).max()
+    # standard error of a covariance of independent variables: sqrt(Var h_i Var h_j / n)
+    se = (0.5 - 1 / (2 * math.pi)) / math.sqrt(n)
+    diag_ok = np.allclose(np.diag(cov), 0.5 - 1 / (2 * math.pi), atol=5 * var_se(h[:, 0]))
+    r = close(worst, 0.0, 5 * se * 1.5, n)  # 1.5: max over 28 pairs (|N(0,1)| max of 28 < 3.5 sd w.h.p.)
+    r.passed = r.passed and bool(diag_ok)
+    return r

@@ -1,0 +1,13 @@
+"""varlens.train: the Trainer, checkpoints, metrics and curves.
+
+    from varlens.train import Trainer, fit
+    trainer = fit(model, optimizer, loss_fn, train_loader, val_loader, epochs=10, out_dir="runs/x")
+
+The command-line pieces (``recipes``, ``cli_train``, ``cli_eval``) are imported on use.
+"""
+from varlens.train.checkpoint import CheckpointError, load as load_checkpoint, save as save_checkpoint  # noqa: F401
+from varlens.train.callbacks import Callback, EarlyStopping, JSONLinesLogger  # noqa: F401
+from varlens.train.metrics import accuracy  # noqa: F401
+from varlens.train.trainer import (NonFiniteLossError, Trainer, fit, latest_checkpoint,  # noqa: F401
+                                   list_checkpoints)
+from varlens.train.plots import plot_curves  # noqa: F401

@@ -1,0 +1,136 @@
+"""Samplers: which indices, in which order (and grouped into batches).
+
+A RandomSampler draws one 63-bit seed per epoch from its generator (or the global one)
+and permutes with a fresh PCG64 stream of that seed.  The seed is all it takes to redo
+an epoch's order, so a checkpoint saved mid-epoch stores it with the number of batches
+already consumed (``DataLoader.state_dict``), and resuming gives the same order.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from varlens.random import _gen
+
+
+class Sampler:
+    """Base class: iterating yields dataset indices."""
+
+    def __init__(self, data_source=None):
+        pass
+
+    def __iter__(self):
+        raise NotImplementedError
+
+    def _index_array(self):
+        """All indices of one pass as an int64 array (fast path); None if not available."""
+        return None
+
+
+class SequentialSampler(Sampler):
+    def __init__(self, data_source):
+        self.data_source = data_source
+
+    def _index_array(self):
+        return np.arange(len(self.data_source), dtype=np.int64)
+
+    def __iter__(self):
+        return iter(range(len(self.data_source)))
+
+    def __len__(self):
+        return len(self.data_source)
+
+
+class RandomSampler(Sampler):
+    """A random permutation per epoch (or ``num_samples`` draws with replacement)."""
+
+    def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
+        if not isinstance(replacement, bool):
+            raise TypeError(f"RandomSampler: replacement must be a bool, got {replacement!r}")
+        if num_samples is not None and (not isinstance(num_samples, int) or num_samples <= 0):
+            raise ValueError(f"RandomSampler: num_samples must be a positive int, got {num_samples!r}")
+        self.data_source = data_source
+        self.replacement = replacement
+        self._num_samples = num_samples
+        self.generator = generator
+        self._epoch_seed = None     # seed of the pass in progress (for checkpoints)
+        self._pending_seed = None   # set by a resume: redo this pass instead of drawing
+
+    @property
+    def num_samples(self):
+        return len(self.data_source) if self._num_samples is None else self._num_samples
+
+    def _index_array(self):
+        if self._pending_seed is not None:
+            seed, self._pending_seed = self._pending_seed, None
+        else:
+            seed = int(_gen(self.generator).integers(0, 2 ** 63 - 1, None))
+        self._epoch_seed = seed
+        rng = np.random.Generator(np.random.PCG64(seed))
+        n = len(self.data_source)
+        if self.replacement:
+            return rng.integers(0, n, self.num_samples, dtype=np.int64)
+        reps = -(-self.num_samples // n)
+        return np.concatenate([rng.permutation(n) for _ in range(reps)])[:self.num_samples].astype(np.int64)
+
+    def __iter__(self):
+        return iter(self._index_array().tolist())
+
+    def __len__(self):
+        return self.num_samples
+
+
+class SubsetRandomSampler(Sampler):
+    def __init__(self, indices, generator=None):
+        self.indices = np.asarray(indices, dtype=np.int64)
+        self.generator = generator
+
+    def _index_array(self):
+        return self.indices[_gen(self.generator).permutation(len(self.indices))]
+
+    def __iter__(self):
+        return iter(self._index_array().tolist())
+
+    def __len__(self):
+        return len(self.indices)
+
+
+class BatchSampler(Sampler):
+    """Group the indices of ``sampler`` into lists of ``batch_size``."""
+
+    def __init__(self, sampler, batch_size, drop_last):
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
+            raise ValueError(f"BatchSampler: batch_size should be a positive integer, got {batch_size!r}")
+        if not isinstance(drop_last, bool):
+            raise ValueError(f"BatchSampler: drop_last should be a bool, got {drop_last!r}")
+        self.sampler = sampler
+        self.batch_size = int(batch_size)
+        self.drop_last = drop_last
+
+    def _index_batches(self):
+        """Batches as int64 arrays; uses the sampler's whole-pass array when it has one."""
+        idx = self.sampler._index_array() if hasattr(self.sampler, "_index_array") else None
+        if idx is None:
+            yield from (np.asarray(b, dtype=np.int64) for b in self._list_batches())
+            return
+        b = self.batch_size
+        stop = len(idx) - len(idx) % b if self.drop_last else len(idx)
+        for s in range(0, stop, b):
+            yield idx[s:s + b]
+
+    def _list_batches(self):
+        batch = []
+        for i in self.sampler:
+            batch.append(i)
+            if len(batch) == self.batch_size:
+                yield batch
+                batch = []
+        if batch and not self.drop_last:
+            yield batch
+
+    def __iter__(self):
+        for b in self._index_batches():
+            yield b.tolist()
+
+    def __len__(self):
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)

@@ -5,10 +5,17 @@ Use ``to_torch`` / ``assert_close`` to compare values and gradients.
 """
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
 import varlens as vl
 
+# One BLAS thread per test process: the suite's matrices are small, and on a 2-core machine
+# (CI, or one shared with other jobs) multi-threaded BLAS on small GEMMs mostly waits.
+_BLAS_LIMIT = threadpool_limits(limits=1, user_api="blas")
+
 import torch  # noqa: E402
+
+torch.set_num_threads(1)
 
 
 def to_torch(t, requires_grad=None):

@@ -496,3 +496,35 @@ def test_node_with_many_consumers_sums_correctly():
         outs[0].sum().backward()
         outs[1].sum().backward()
         assert_close(x.grad, xt.grad)
+
+
+class _TwinGrad(Function):
+    """out = a * 2 + b * 2 written so backward returns one array object for both inputs."""
+
+    def forward(self, a, b):
+        return (a + b) * 2
+
+    def backward(self, g):
+        gx = g * 2
+        return gx, gx
+
+
+def test_one_array_returned_for_two_inputs_is_not_shared_by_their_grads():
+    a = vl.tensor([1.0, 2.0], requires_grad=True)
+    b = vl.tensor([3.0, 4.0], requires_grad=True)
+    _TwinGrad.apply(a, b * 1.0).sum().backward()  # b reaches it through a node, a directly
+    _TwinGrad.apply(a, b * 1.0).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), [4.0, 4.0])
+    np.testing.assert_allclose(b.grad.numpy(), [4.0, 4.0])
+    # a's other consumer x runs after the twin node but before h's producer: adding into
+    # a's gradient in place must not change the cotangent still waiting for h
+    a.grad = b.grad = None
+    h = b * 1.0
+    x = a * h
+    (x + _TwinGrad.apply(a, h)).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), [3.0 + 2.0, 4.0 + 2.0])
+    np.testing.assert_allclose(b.grad.numpy(), [1.0 + 2.0, 2.0 + 2.0])
+    c, d = vl.ones(2, requires_grad=True), vl.ones(2, requires_grad=True)
+    _TwinGrad.apply(c, d).sum().backward()
+    c.grad.add_(1)
+    np.testing.assert_allclose(d.grad.numpy(), [2.0, 2.0])

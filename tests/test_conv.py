@@ -32,9 +32,11 @@ def _conv2d_cases(n, seed):
 
 
 @pytest.mark.parametrize("cfg", _conv2d_cases(24, 1), ids=lambda c: f"k{c['k']}s{c['stride']}p{c['padding']}d{c['dilation']}g{c['groups']}")
-@pytest.mark.parametrize("per_sample", [False, True], ids=["flat", "per_sample"])
-def test_conv2d_matches_torch(cfg, per_sample, monkeypatch):
-    monkeypatch.setattr(C, "PER_SAMPLE_MIN_PIXELS", 0 if per_sample else 10 ** 9)
+@pytest.mark.parametrize("layout", ["flat", "per_sample", "per_sample_chunked"])
+def test_conv2d_matches_torch(cfg, layout, monkeypatch):
+    monkeypatch.setattr(C, "PER_SAMPLE_MIN_PIXELS", 10 ** 9 if layout == "flat" else 0)
+    if layout == "per_sample_chunked":
+        monkeypatch.setattr(C, "COLUMN_CHUNK", 1)  # one sample per column buffer
     rng = np.random.default_rng(0)
     x = vl.tensor(rng.standard_normal((cfg["N"], cfg["cin"], cfg["H"], cfg["W"])), requires_grad=True)
     w = vl.tensor(rng.standard_normal((cfg["cout"], cfg["cin"] // cfg["groups"]) + cfg["k"]), requires_grad=True)
@@ -77,6 +79,7 @@ def test_conv2d_same_padding_even_and_odd_kernels(k, d):
 def test_conv2d_big_columns_are_rebuilt(monkeypatch, per_sample):
     """The backward that rebuilds the im2col matrix from the input gives the same gradients."""
     monkeypatch.setattr(C, "KEEP_COLUMNS_MAX", 0)
+    monkeypatch.setattr(C, "COLUMN_CHUNK", 40)
     monkeypatch.setattr(C, "PER_SAMPLE_MIN_PIXELS", 0 if per_sample else 10 ** 9)
     rng = np.random.default_rng(2)
     x = vl.tensor(rng.standard_normal((2, 2, 6, 5)), requires_grad=True)

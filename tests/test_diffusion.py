@@ -245,3 +245,112 @@ def test_bad_inputs_raise_clear_errors():
         D.training_losses(lambda a, b: a, x, weighting="bogus")
     with pytest.raises(ValueError, match="steps"):
         D.ddim_timesteps(11)
+
+
+# ----------------------------------------------------------------------- U-Net, guidance, latent
+from varlens.generative.unet import CrossAttention2d, UNet  # noqa: E402
+from varlens.generative.guidance import ClassifierFreeGuidance, LabelContext, drop_labels, guided_eps  # noqa: E402
+from varlens.generative.latent import LatentDiffusion  # noqa: E402
+from varlens.generative.vae import VAE  # noqa: E402
+
+
+def test_unet_shapes_conditioning_and_gradcheck():
+    vl.manual_seed(0)
+    u = UNet(1, 4, mults=(1, 2), attn_levels=(1,), num_classes=3, context_dim=5, max_steps=10)
+    x = vl.randn(2, 1, 8, 8)
+    t = Tensor._make(np.array([1, 10]))
+    y = Tensor._make(np.array([0, 2]))
+    ctx = vl.randn(2, 3, 5)
+    out = u(x, t, y, context=ctx)
+    assert tuple(out.shape) == (2, 1, 8, 8)
+    out2 = u(x, t, Tensor._make(np.array([1, 2])), context=ctx)
+    assert np.abs(out2._data[0] - out._data[0]).max() > 1e-6 and np.allclose(out2._data[1], out._data[1])
+    with pytest.raises(ValueError, match="needs context"):
+        u(x, t, y)
+    # float64 finite differences through the whole U-Net (input and first conv weight)
+    vl.manual_seed(1)
+    small = UNet(1, 2, mults=(1, 2), attn_levels=(1,), max_steps=5, context_dim=3).double()
+    xs = vl.randn(1, 1, 4, 4, dtype=vl.float64, requires_grad=True)
+    c = vl.randn(1, 2, 3, dtype=vl.float64, requires_grad=True)
+    tt = Tensor._make(np.array([3]))
+    gradcheck(lambda a, b, w: small(a, tt, context=b), [xs, c, small.conv_in.weight])
+
+
+def test_unet_fits_a_fixed_batch():
+    vl.manual_seed(0)
+    D = GaussianDiffusion.linear(50, beta_end=0.3)
+    u = UNet(1, 4, mults=(1, 2), attn_levels=(1,), max_steps=50)
+    x0 = Tensor._make(np.sign(np.random.default_rng(0).standard_normal((4, 1, 8, 8))).astype(np.float32))
+    noise, t = vl.randn(4, 1, 8, 8), np.array([5, 20, 35, 50])
+    opt = vl.optim.Adam(u.parameters(), lr=5e-3)
+    losses = []
+    for _ in range(25):
+        loss = D.training_losses(u, x0, t=t, noise=noise)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    assert losses[-1] < 0.5 * losses[0], losses
+
+
+def test_cross_attention_queries_from_image_keys_from_context():
+    vl.manual_seed(0)
+    ca = CrossAttention2d(4, context_dim=6, num_heads=2)
+    x = vl.randn(2, 4, 3, 3)
+    ctx = vl.randn(2, 5, 6)
+    out = ca.attend(x, ctx)
+    assert tuple(out.shape) == (2, 9, 4)  # one row per image position, feature dim d_V = channels
+    perm = ctx[:, [3, 0, 4, 1, 2]]
+    np.testing.assert_allclose(ca.attend(x, perm)._data, out._data, rtol=1e-5, atol=1e-6)
+    assert np.abs(ca.attend(x, ctx * 2)._data - out._data).max() > 1e-4
+    assert tuple(ca(x, ctx).shape) == (2, 4, 3, 3)
+    lc = LabelContext(10, 6, length=5)
+    assert tuple(lc(Tensor._make(np.array([1, 2]))).shape) == (2, 5, 6)
+
+
+def test_classifier_free_guidance_combination():
+    # a fake model whose eps is the label (10 = null token gives 0) plus x
+    def model(x, t, y):
+        return x + Tensor._make(y._data.astype(np.float32)[:, None] * (y._data != 10)[:, None])
+    x = vl.zeros(3, 2)
+    t = Tensor._make(np.array([1, 2, 3]))
+    y = Tensor._make(np.array([1, 2, 3]))
+    for s, expect in ((0.0, 0.0), (1.0, 1.0), (3.0, 3.0)):
+        g = guided_eps(model, x, t, y, s, 10)
+        np.testing.assert_allclose(g._data, expect * np.array([[1.0], [2.0], [3.0]]) * np.ones((3, 2)))
+    cfg = ClassifierFreeGuidance(model, y, 2.0, 10)
+    np.testing.assert_allclose(cfg(x, t)._data[:, 0], [2, 4, 6])
+    d = drop_labels(Tensor._make(np.zeros(20000, np.int64)), 0.2, 10)._data
+    assert (d == 10).mean() == pytest.approx(0.2, abs=0.01) and set(np.unique(d)) == {0, 10}
+    with pytest.raises(ValueError, match="p_uncond"):
+        drop_labels(d, 1.5, 10)
+
+
+def test_latent_diffusion_trains_only_the_denoiser():
+    vl.manual_seed(0)
+    vae = VAE(in_features=16, latent_dim=3, hidden=(8,))
+    den = DenoiserMLP(data_dim=3, hidden=(8,), time_dim=4, max_steps=20)
+    ld = LatentDiffusion(vae, den, GaussianDiffusion.linear(20, beta_end=0.2))
+    x = Tensor._make((np.random.default_rng(0).random((64, 16)) < 0.5).astype(np.float32))
+    ld.fit_scale(x)
+    z = ld.encode(x)
+    assert float(z._data.std()) == pytest.approx(1.0, rel=1e-4)
+    np.testing.assert_allclose(z._data.mean(0), 0, atol=1e-5)
+    ld.loss(x).backward()
+    assert all(p.grad is None for p in vae.parameters())
+    assert all(p.grad is not None for p in den.parameters())
+    s = ld.sample(5, ddim_steps=5)
+    assert tuple(s.shape) == (5, 16) and float(s.min()) >= 0 and float(s.max()) <= 1
+
+
+def test_sigmoid_fast_path_matches_torch_at_extremes():
+    # varlens/ops/dual.py _sigmoid_array was rewritten for speed (SiLU of the denoiser): check it
+    for dt in (np.float32, np.float64):
+        x = np.concatenate([np.array([-800, -100, -50, -20, -1e-3, 0, 1e-3, 20, 50, 100, 800]),
+                            np.linspace(-8, 8, 101)]).astype(dt)
+        got = vl.sigmoid(Tensor._make(x))
+        assert got.dtype == dt
+        ref = torch.sigmoid(torch.from_numpy(x)).numpy()
+        np.testing.assert_allclose(got._data, ref, rtol=4 * np.finfo(dt).eps, atol=0)
+    xs = vl.randn(4, 3, dtype=vl.float64, requires_grad=True)
+    gradcheck(lambda a: vl.nn.functional.silu(a), [xs])

@@ -16,7 +16,6 @@ from varlens.lens import report
 from varlens.lens import rules
 from varlens.lens.probes import Lens, Stats
 
-from conftest import assert_close
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -154,6 +153,19 @@ def test_module_used_twice_and_residual_branches():
     g_h = np.ones((5, 6)) @ W
     g_first = g_h * (first > 0)
     assert lens.records["lin"].grad.second_moment == pytest.approx(np.mean(g_first ** 2), rel=1e-12)
+    lens.detach()
+
+
+def test_repeated_forward_passes_without_step_merge_into_the_same_records():
+    model = _Twice()
+    x = vl.tensor(np.random.default_rng(6).standard_normal((5, 6)))
+    lens = Lens(model)
+    with vl.no_grad():
+        for _ in range(4):          # inference: no backward, no step()
+            model(x)
+    assert set(lens.records) == {"lin", "lin#1", "act", "(model)"}
+    assert lens.records["lin"].out.calls == 4 and lens.records["lin#1"].out.calls == 4
+    assert not lens._produced and not lens._summ
     lens.detach()
 
 
@@ -406,6 +418,12 @@ def test_cli_lens(tmp_path, capsys):
     assert main(["lens", "--noise-scale"]) == 0
     assert "B_simple" in capsys.readouterr().out
     assert main(["lens", "--depth", "2", "--width", "8", "--init", "bogus"]) == 2
+    # a training recipe's model (with dropout) on its own data and loss
+    assert main(["lens", "--recipe", "digits-mlp", "--steps", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "Dropout" in out and "recipe digits-mlp" in out and "forward :" in out
+    assert main(["lens", "--recipe", "no-such-recipe"]) == 2
+    assert main(["lens", "--checkpoint", str(tmp_path / "missing.ckpt")]) == 2
     with pytest.raises(SystemExit):
         main(["lens", "--depth", "0"])
 
@@ -456,3 +474,20 @@ def test_attention_scale_keeps_logits_at_unit_variance():
     assert np.mean([h["logit_var"] for h in sc]) == pytest.approx(1.0, rel=0.35)
     assert max(h["entropy"] for h in un) < min(h["entropy"] for h in sc)
     assert np.mean([h["frac_saturated"] for h in un]) > np.mean([h["frac_saturated"] for h in sc])
+
+
+def test_conv_rules_against_varlens_conv2d():
+    g = np.random.default_rng(15)
+    conv = nn.Conv2d(4, 8, 3, padding=1).double()
+    nn.init.kaiming_normal_(conv.weight, nonlinearity="relu")
+    x = vl.tensor(g.normal(0.2, 1.0, (16, 4, 12, 12)), requires_grad=True)
+    y = conv(x)
+    gy = g.standard_normal(tuple(y.shape))
+    (y * vl.tensor(gy)).sum().backward()
+    W = conv.weight.detach().numpy()
+    pred = rules.linear_forward(rules.Moments(0.2, 0.04 + 1.0), W, conv.bias.detach().numpy())
+    # padding zeros at the border lower the measured value a little (12x12 with a 1-pixel rim)
+    assert pred.q == pytest.approx(np.mean(y.detach().numpy() ** 2), rel=0.15)
+    gpred = rules.conv_backward(1.0, W, conv.stride)
+    assert gpred == pytest.approx(np.mean(x.grad.numpy() ** 2), rel=0.15)
+    assert rules.conv_backward(1.0, W, (2, 2)) == pytest.approx(gpred / 4)

@@ -1,7 +1,6 @@
 """Recurrent modules (varlens/nn/recurrent.py, varlens/nn/utils/rnn.py): PyTorch parity of
 values and gradients for every option, loading PyTorch state_dicts, packed sequences,
 finite differences, dropout between layers, errors."""
-import itertools
 
 import numpy as np
 import pytest
@@ -167,6 +166,16 @@ def test_module_gradcheck(kind):
     def f(x_, h_, *_):
         return m(x_, (h_, h_))[0] if kind == "lstm" else m(x_, h_)[0]
     gradcheck(f, [x, h0] + ps)
+
+
+def test_all_weights_matches_torch_layout():
+    vm, tm = _pair("gru", 3, 4, num_layers=2, bidirectional=True)
+    vm.flatten_parameters()
+    assert [[tuple(w.shape) for w in ws] for ws in vm.all_weights] == \
+        [[tuple(w.shape) for w in ws] for ws in tm.all_weights]
+    for vws, tws in zip(vm.all_weights, tm.all_weights):
+        for v, t in zip(vws, tws):
+            assert_close(v, t)
 
 
 def test_init_and_parameter_count():

@@ -13,6 +13,15 @@ from varlens.models.char_rnn import (CharRNN, detach_state, evaluate_bpc, iterat
 from varlens.text.visualize import input_gradient_norms, neuron_html
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_blas_thread():
+    """Training loops of small GEMMs: one BLAS thread, so a busy shared machine does not stall
+    OpenBLAS's thread pool (measured 20-50x slowdowns with 2 threads under load)."""
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
 @pytest.fixture(scope="module")
 def trained():
     text = load_english(120_000)

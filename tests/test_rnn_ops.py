@@ -162,3 +162,23 @@ def test_rnn_layer_rejects_bad_nonlinearity():
     ps = _params("rnn_tanh", rng)
     with pytest.raises(ValueError, match="nonlinearity"):
         R.rnn_layer(vl.zeros(2, 1, I, dtype=vl.float64), None, *ps, nonlinearity="sigmoid")
+
+
+def test_create_graph_with_one_tensor_passed_twice():
+    """Regression (core fix in Function._backward_graph): with create_graph=True a fused op
+    whose inputs include the same tensor twice (h0 as both h0 and c0) must give that tensor
+    its gradient once, equal to the small-op composite's."""
+    from varlens.autograd import grad
+    rng = np.random.default_rng(9)
+    x = vl.tensor(rng.standard_normal((2, 2, I)), requires_grad=True)
+    h0 = vl.tensor(rng.standard_normal((2, H)), requires_grad=True)
+    ps = _params("lstm", rng)
+    mask = np.array([[1, 1], [1, 0]], dtype=np.float64)
+    w = vl.tensor(rng.standard_normal((2, 2, H)))
+    a = grad([(R.lstm_layer(x, h0, h0, *ps, mask=mask)[0] * w).sum()], [x, h0] + ps, create_graph=True)
+    b = grad([(R._lstm_composite(x, h0, h0, *ps, False, mask)[:2] * w).sum()], [x, h0] + ps, create_graph=True)
+    for ga, gb in zip(a, b):
+        np.testing.assert_allclose(ga.detach().numpy(), gb.detach().numpy(), rtol=1e-12, atol=1e-14)
+    sa = grad([sum((g * g).sum() for g in a)], [h0])[0]
+    sb = grad([sum((g * g).sum() for g in b)], [h0])[0]
+    np.testing.assert_allclose(sa.numpy(), sb.numpy(), rtol=1e-10, atol=1e-12)

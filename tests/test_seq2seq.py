@@ -13,6 +13,15 @@ from varlens.text.visualize import attention_heatmap
 from conftest import assert_close
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_blas_thread():
+    """Training loops of small GEMMs: one BLAS thread, so a busy shared machine does not stall
+    OpenBLAS's thread pool (measured 20-50x slowdowns with 2 threads under load)."""
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
 def _tiny(attention, seed=0):
     pairs = reverse_pairs(40, 2, 6, alphabet="abcde", seed=seed)
     vocab = CharSeqVocab([s + t for s, t in pairs])
@@ -36,7 +45,8 @@ def test_bahdanau_attention_gradcheck_and_torch_parity():
     assert np.all(a.detach().numpy()[1, 4:] == 0)  # padded source positions get no weight
     # PyTorch: the same formula written directly
     W, U, Ub, v = (torch.tensor(p.detach().numpy()) for p in (att.W.weight, att.U.weight, att.U.bias, att.v.weight))
-    tq, tk = torch.tensor(q.detach().numpy(), requires_grad=True), torch.tensor(keys.detach().numpy(), requires_grad=True)
+    tq = torch.tensor(q.detach().numpy(), requires_grad=True)
+    tk = torch.tensor(keys.detach().numpy(), requires_grad=True)
     e = (torch.tanh(tk @ U.T + Ub + (tq @ W.T)[:, None, :]) @ v.T)[..., 0] + torch.tensor(mask)
     ta = torch.softmax(e, -1)
     tctx = (ta[:, None, :] @ tk)[:, 0]

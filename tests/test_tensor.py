@@ -250,3 +250,13 @@ def test_copy_into_buffer_keeps_dtype_and_gradient():
     np.testing.assert_array_equal(plain.numpy(), [[1, 2], [1, 2]])
     with pytest.raises(RuntimeError, match=r"copy_: source of shape \(3,\)"):
         plain.copy_(vl.ones(3))
+
+
+def test_tensor_from_list_of_tensors_keeps_torch_dtypes():
+    for parts in ([1.0, 2.0], [[1, 2], [3, 4]]):
+        v = vl.tensor([vl.tensor(p) for p in parts])
+        t = torch.tensor([torch.tensor(p) for p in parts]) if not isinstance(parts[0], list) else \
+            torch.stack([torch.tensor(p) for p in parts])
+        assert_close(v, t)
+        assert str(t.dtype) == f"torch.{v.dtype}"
+    assert vl.tensor([vl.tensor(1.0, dtype=vl.float64)]).dtype == vl.float64

@@ -10,7 +10,6 @@ import math
 import numpy as np
 import pytest
 
-import varlens as vl
 from varlens import nn
 from varlens.theory import REGISTRY, run_claims
 from varlens.theory import registry as R

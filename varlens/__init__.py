@@ -5,6 +5,7 @@ The public API follows PyTorch's names: ``varlens.tensor``, ``Tensor.backward``,
 ``varlens.no_grad``, ``varlens.nn``, ``varlens.optim``, ``varlens.utils.data``.
 """
 from varlens import backend
+from varlens.backend import get_num_threads, set_num_threads  # noqa: F401
 from varlens.backend import (bool_, double, float, float16, float32, float64, get_default_dtype,
                              half, int, int8, int16, int32, int64, long, set_default_dtype,
                              short, uint8)

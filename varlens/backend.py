@@ -6,6 +6,8 @@ here too: floats default to float32 (as in PyTorch), integers to int64.
 """
 from __future__ import annotations
 
+import builtins as _builtins
+
 import numpy as np
 
 xp = np  # the array namespace used by every op
@@ -97,6 +99,24 @@ def matmul(a, b):
     if b.ndim > 2 and not b.flags.c_contiguous:
         b = np.ascontiguousarray(b)
     return np.matmul(a, b)
+
+
+_thread_limit = [None]
+
+
+def set_num_threads(n: int) -> None:
+    """Limit the BLAS threads NumPy uses (torch.set_num_threads).  On a shared or small
+    machine one thread per process is often faster for small matrices."""
+    if not isinstance(n, _builtins.int) or n < 1:
+        raise ValueError(f"set_num_threads: n must be a positive int, got {n!r}")
+    from threadpoolctl import threadpool_limits
+    _thread_limit[0] = threadpool_limits(limits=n, user_api="blas")
+
+
+def get_num_threads() -> int:
+    from threadpoolctl import threadpool_info
+    counts = [p["num_threads"] for p in threadpool_info() if p.get("user_api") == "blas"]
+    return max(counts) if counts else 1
 
 
 def sum_to(a, shape):

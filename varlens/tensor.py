@@ -527,10 +527,11 @@ def tensor(data, dtype=None, requires_grad=False, device=None):
     if isinstance(data, Tensor):
         arr = data._data.astype(B.to_dtype(dtype) or data._data.dtype, copy=True)
     elif isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):
-        arr = B.as_array(_np.array([[y.item() if isinstance(y, Tensor) else y for y in row]
-                                    if isinstance(row, (list, tuple)) else
-                                    (row.item() if isinstance(row, Tensor) else row)
-                                    for row in data]), dtype)
+        flat = list(_flat(data))
+        if dtype is None and all(isinstance(x, Tensor) for x in flat):
+            dts = {x._data.dtype for x in flat}
+            dtype = dts.pop() if len(dts) == 1 else None  # a list of float64 tensors stays float64
+        arr = B.as_array(_untensor(data), dtype)
     else:
         arr = B.as_array(data, dtype)
         if arr is data:
@@ -539,6 +540,15 @@ def tensor(data, dtype=None, requires_grad=False, device=None):
     if requires_grad:
         t.requires_grad_(True)
     return t
+
+
+def _untensor(x):
+    """Nested lists with Tensors replaced by Python numbers/lists (so default dtypes apply)."""
+    if isinstance(x, Tensor):
+        return x._data.tolist()
+    if isinstance(x, (list, tuple)):
+        return [_untensor(y) for y in x]
+    return x
 
 
 def _flat(x):

@@ -89,6 +89,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, capt
             g = grads.pop(node, None)
             if g is None:
                 continue
+            owned.discard(id(g))  # ids in `owned` always name live sums still in `grads`
             if capture is not None and id(node) in capture:
                 results[id(node)] = g
             if node.hooks:
@@ -140,7 +141,14 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, capt
                     if anomaly:
                         _check_finite(gi._data if create_graph else gi, f"{type(node).__name__} (backward)")
                     k = id(gi)
-                    _deliver_leaf(p, gi, k in sent, results, capture, create_graph)
+                    shared = k in sent
+                    if not shared and len(gin) > 1:  # the same array returned for two inputs?
+                        n = 0
+                        for x in gin:
+                            if x is gi:
+                                n += 1
+                        shared = n > 1
+                    _deliver_leaf(p, gi, shared, results, capture, create_graph)
                     sent.add(k)
     finally:
         enabled[0] = prev

@@ -181,10 +181,22 @@ class Function:
                     f"{type(self).__name__}: second derivatives are not implemented for this op")
             from varlens.autograd.engine import grad as _grad
             ins = [self._input_tensor(i, a) for i, a in enumerate(self._args)]
-            targets = [t for t, p in zip(ins, self.next) if p is not None]
+            # one target per distinct graph position: the same tensor passed twice (an LSTM's
+            # h0 and c0, say) gets its total gradient once, not once per occurrence
+            keys = [(id(p) if p is not None else None) for p in self.next]
+            targets, first = [], {}
+            for t, k in zip(ins, keys):
+                if k is not None and k not in first:
+                    first[k] = len(targets)
+                    targets.append(t)
             out = comp(*ins, **self._kw)
-            gs = iter(_grad([out], targets, [g], create_graph=True, allow_unused=True))
-            return tuple(next(gs) if p is not None else None for p in self.next)
+            gs = _grad([out], targets, [g], create_graph=True, allow_unused=True)
+            res, done = [], set()
+            for k in keys:
+                res.append(gs[first[k]] if k is not None and k not in done else None)
+                if k is not None:
+                    done.add(k)
+            return tuple(res)
         saved = self.saved
         if saved:
             conv = []

@@ -6,6 +6,8 @@ Examples::
     varlens lens --model mlp --depth 30 --init he,xavier --plot depth.png --json lens.json
     varlens lens --model attention --width 64 --heads 4 --plot attention.png
     varlens lens --noise-scale                      # gradient noise scale of a linear-regression task
+    varlens lens --recipe digits-mlp --steps 5      # a training recipe's model at initialisation
+    varlens lens --checkpoint runs/digits-mlp       # a saved model (newest checkpoint of a run)
 """
 from __future__ import annotations
 
@@ -32,6 +34,10 @@ def add_arguments(p):
     p.add_argument("--json", metavar="PATH", help="write the JSON report (schema: docs/lens.md); '-' for stdout")
     p.add_argument("--plot", metavar="PNG", help="write a PNG plot (depth profile, or attention per head)")
     p.add_argument("--rows", type=int, default=40, help="at most this many table rows per direction")
+    p.add_argument("--recipe", metavar="NAME", help="lens on a training recipe's model (varlens train NAME) "
+                   "at initialisation, on its training batches and loss")
+    p.add_argument("--checkpoint", metavar="PATH", help="lens on a saved model: a checkpoint file or a run "
+                   "directory (its newest checkpoint), with its recipe's data and loss")
     p.add_argument("--noise-scale", action="store_true",
                    help="estimate the gradient noise scale B_simple on a linear-regression task instead")
 
@@ -56,6 +62,9 @@ def _run(args) -> int:
     from varlens.lens import experiments as E
     from varlens.lens import report
     from varlens.lens.compare import summary
+
+    if args.recipe or args.checkpoint:
+        return _run_recipe(args)
 
     if args.noise_scale:
         from varlens.lens import noise_scale as ns
@@ -133,6 +142,71 @@ def _run(args) -> int:
         print(f"wrote {args.plot}")
     if args.json:
         _emit(args.json, docs[inits[0]] if len(docs) == 1 else {"schema": "varlens.lens.multi/1", "runs": docs})
+    return 0
+
+
+def _run_recipe(args):
+    """The lens on a recipe's model (fresh) or a checkpoint's, over its first training batches."""
+    import os
+
+    from varlens.lens import report
+    from varlens.lens.compare import compare, summary
+    from varlens.lens.probes import Lens
+    from varlens.train import recipes
+    state, st = None, None
+    if args.checkpoint:
+        from varlens.train import checkpoint as ckpt
+        from varlens.train.trainer import latest_checkpoint
+        path = args.checkpoint
+        if os.path.isdir(path):
+            found = latest_checkpoint(path)
+            if found is None:
+                print(f"varlens lens: no checkpoint in {os.path.join(path, 'checkpoints')}", file=sys.stderr)
+                return 2
+            path = found
+        if not os.path.exists(path):
+            print(f"varlens lens: --checkpoint {path!r} does not exist", file=sys.stderr)
+            return 2
+        s = ckpt.load(path)
+        cfg = s.get("config") or {}
+        if "dataset" not in cfg:
+            print(f"varlens lens: {path!r} holds no recipe config; its model cannot be rebuilt", file=sys.stderr)
+            return 2
+        st = (s.get("extra") or {}).get("standardizer")
+        state = s["model"]
+        label = f"checkpoint {path}"
+    else:
+        try:
+            cfg = recipes.get_recipe(args.recipe)
+        except Exception as e:  # unknown recipe: the recipes module names the valid ones
+            print(f"varlens lens: {e}", file=sys.stderr)
+            return 2
+        label = f"recipe {args.recipe} at initialisation"
+    model, _, _, loss_fn, (train, _, _), _ = recipes.build_run(cfg, standardizer_state=st)
+    if state is not None:
+        model.load_state_dict(state)
+    model.train()
+    lens = Lens(model, weight_every=1)
+    try:
+        for i, (xb, yb) in enumerate(train):
+            loss_fn(model(xb), yb).backward()
+            lens.step()
+            model.zero_grad()
+            if i + 1 >= args.steps:
+                break
+    finally:
+        lens.detach()
+    rows = compare(lens)
+    print(f"== {label}: {lens.steps_sampled} batch(es) of {cfg.get('batch_size')} ==")
+    print(report.table([r for r in rows if r.direction == "forward"], max_rows=args.rows))
+    print(report.table([r for r in rows if r.direction == "backward"], max_rows=args.rows).split("\n", 2)[-1])
+    print(report.summary_text(summary(rows)))
+    if args.plot:
+        report.plot_depth({label: rows}, args.plot, title=label)
+        print(f"wrote {args.plot}")
+    if args.json:
+        _emit(args.json, report.to_json(lens, rows, meta={"source": label, "recipe": cfg.get("recipe"),
+                                                          "steps": args.steps}))
     return 0
 
 

@@ -78,6 +78,8 @@ def _backward_rule(rec, gq):
     """Predicted second moment of the cotangent of rec's *input*, from that of its output."""
     m, t = rec.module, rec.type
     inp = rules.Moments(rec.inp_mean, rec.inp_q)
+    if t.startswith("Conv") and getattr(m, "weight", None) is not None:
+        return rules.conv_backward(gq, _np(m.weight), getattr(m, "stride", 1))
     if t in LINEAR_LIKE and getattr(m, "weight", None) is not None:
         return rules.linear_backward(gq, _np(m.weight))
     if t in ACT_NAMES:

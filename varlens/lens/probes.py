@@ -305,10 +305,11 @@ class Lens:
     without children) or a predicate ``f(name, module) -> bool``.
     ``grads``: also record the gradient flowing back into each module's output.
     ``weights``: record weight and weight-gradient statistics at ``step()``, on one sampled
-    step in ``weight_every`` (weights change slowly and are the largest arrays; 1 = always).
+    step in ``weight_every`` (default 10: weights change slowly and are the largest arrays,
+    so reading them every step would dominate the lens's cost; 1 = every sampled step).
     """
 
-    def __init__(self, model, every=1, modules="all", grads=True, weights=True, weight_every=1):
+    def __init__(self, model, every=1, modules="all", grads=True, weights=True, weight_every=10):
         if not isinstance(every, int) or every < 1:
             raise ValueError(f"Lens: every must be a positive int (sample every N steps), got {every!r}")
         if not isinstance(weight_every, int) or weight_every < 1:
@@ -333,6 +334,20 @@ class Lens:
             if callable(modules) and not modules(name, mod):
                 continue
             self._handles.append(mod.register_forward_hook(self._make_hook(name or "(model)")))
+        # registered last, so it runs after the model's own record: one forward pass is over
+        self._handles.append(model.register_forward_hook(self._end_pass))
+
+    def _end_pass(self, module, args, output):
+        """The model's forward returned: the next call of a module is its first use again.
+
+        Several forward passes per step (gradient accumulation, inference without step())
+        therefore merge into the same records instead of creating name#k keys, and the
+        per-pass bookkeeping never grows beyond one pass (and its backward).
+        """
+        self._calls.clear()
+        self._produced.clear()
+        self._summ.clear()
+        return None
 
     # ------------------------------------------------------------------ hooks
     def _make_hook(self, name):

@@ -19,7 +19,8 @@ Forward rules (seed 000's variance lens, seed 001 §1.2/§2.2/§3.3, seed 002, s
 
 Backward rules (the cotangent's second moment, the chi-style recursion):
 
-* Linear: E[gx^2] = fan_out-averaged sum_j W_ji^2 E[gy^2] = (|W|_F^2 / fan_in) E[gy^2].
+* Linear: E[gx^2] = fan_out-averaged sum_j W_ji^2 E[gy^2] = (|W|_F^2 / fan_in) E[gy^2];
+  convolution: |W|_F^2 / (in_channels prod(stride)) E[gy^2] (each input is in k^d/s^d windows).
 * activation: E[gz^2] = E[phi'(z)^2] E[gy^2] (cotangent independent of z: mean-field).
 * dropout: E[gx^2] = E[gy^2]/(1-p).
 * norm layers: E[gx^2] = mean(gamma^2)/Var[x] E[gy^2] (to O(1/N)).
@@ -237,6 +238,14 @@ def linear_backward(gy_q, weight) -> float:
     W = np.asarray(weight, dtype=np.float64)
     W = W.reshape(W.shape[0], -1)
     return float((W * W).sum() / W.shape[1]) * gy_q
+
+
+def conv_backward(gy_q, weight, stride=1) -> float:
+    """E[gx^2] for a convolution: each input element sits in prod(kernel)/prod(stride) windows,
+    so E[gx^2] = |W|_F^2 / (in_channels prod(stride)) E[gy^2] (borders ignored)."""
+    W = np.asarray(weight, dtype=np.float64)
+    s = int(np.prod(stride)) if np.ndim(stride) else int(stride) ** (W.ndim - 2)
+    return float((W * W).sum() / (W.shape[1] * s)) * gy_q
 
 
 def linear_weight_grad(gy_q, x_q, n_rows) -> float:

@@ -31,6 +31,8 @@ PAD, CLS, MASK = 0, 1, 2
 class CharVocabBERT:
     """Characters of the corpus plus the specials <pad> = 0, <cls> = 1, <mask> = 2."""
 
+    n_special = len(SPECIALS)
+
     def __init__(self, text):
         self.itos = list(SPECIALS) + sorted(set(text))
         self.stoi = {c: i for i, c in enumerate(self.itos)}
@@ -43,6 +45,30 @@ class CharVocabBERT:
         out = np.full((len(lines), length), PAD, dtype=np.int64)
         for i, s in enumerate(lines):
             ids = [CLS] + [self.stoi[c] for c in s[:length - 1]]
+            out[i, :len(ids)] = ids
+        return out
+
+
+class WordVocabBERT:
+    """Lower-cased words seen at least ``min_count`` times, after <pad>, <cls>, <mask>, <unk>."""
+
+    n_special = len(SPECIALS) + 1
+    UNK = len(SPECIALS)
+
+    def __init__(self, text, min_count=3):
+        from varlens.text.embeddings import WordVocab, tokenize_words
+        self.tokenize = tokenize_words
+        words = WordVocab(tokenize_words(text), min_count=min_count).itos
+        self.itos = list(SPECIALS) + ["<unk>"] + words
+        self.stoi = {w: i for i, w in enumerate(self.itos)}
+
+    def __len__(self):
+        return len(self.itos)
+
+    def encode_batch(self, lines, length):
+        out = np.full((len(lines), length), PAD, dtype=np.int64)
+        for i, s in enumerate(lines):
+            ids = [CLS] + [self.stoi.get(w, self.UNK) for w in self.tokenize(s)[:length - 1]]
             out[i, :len(ids)] = ids
         return out
 
@@ -71,15 +97,16 @@ def mask_tokens(ids, vocab_size, mask_id=MASK, n_special=len(SPECIALS), mlm_prob
 
 class BERT(nn.Module):
     def __init__(self, vocab_size, max_len=64, d_model=64, n_layer=2, n_head=4, dim_feedforward=None,
-                 dropout=0.0, num_classes=2):
+                 dropout=0.0, num_classes=2, norm_first=False):
         super().__init__()
         self.tok = nn.Embedding(vocab_size, d_model, padding_idx=PAD)
         self.pos = nn.Embedding(max_len, d_model)
         self.emb_norm = nn.LayerNorm(d_model)
         self.drop = nn.Dropout(dropout)
         layer = nn.TransformerEncoderLayer(d_model, n_head, dim_feedforward or 4 * d_model, dropout,
-                                           activation="gelu", batch_first=True)
-        self.encoder = nn.TransformerEncoder(layer, n_layer)
+                                           activation="gelu", batch_first=True,
+                                           norm_first=norm_first)
+        self.encoder = nn.TransformerEncoder(layer, n_layer, norm=nn.LayerNorm(d_model) if norm_first else None)
         self.mlm_dense = nn.Linear(d_model, d_model)
         self.mlm_norm = nn.LayerNorm(d_model)
         self.mlm_bias = nn.Parameter(vl.zeros(vocab_size))
@@ -151,13 +178,13 @@ def pretrain_mlm(model, vocab, lines, steps, batch_size=32, lr=1e-3, seq_len=Non
     rng = np.random.default_rng(seed)
     L = seq_len or model.max_len
     opt = vl.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    sched = vl.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 50) * 0.5 *
-                                           (1 + math.cos(math.pi * min(s, steps) / steps)))
+    sched = vl.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 50) * (0.1 + 0.45 *
+                                           (1 + math.cos(math.pi * min(s, steps) / steps))))
     losses = []
     model.train()
     for s in range(steps):
         ids = vocab.encode_batch([lines[i] for i in rng.integers(0, len(lines), batch_size)], L)
-        inp, lab = mask_tokens(ids, len(vocab), rng=rng)
+        inp, lab = mask_tokens(ids, len(vocab), n_special=vocab.n_special, rng=rng)
         opt.zero_grad()
         loss = model.mlm_loss(vl.tensor(inp), vl.tensor(lab))
         loss.backward()

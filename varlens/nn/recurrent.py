@@ -101,6 +101,17 @@ class RNNBase(Module):
     def _flat_weights(self):
         return [getattr(self, n) for n in self._flat_weights_names]
 
+    @property
+    def all_weights(self):
+        """Per layer and direction, the list [weight_ih, weight_hh(, bias_ih, bias_hh)] (as PyTorch)."""
+        D = 2 if self.bidirectional else 1
+        return [[w for w in self._layer_weights(layer, d) if w is not None]
+                for layer in range(self.num_layers) for d in range(D)]
+
+    def flatten_parameters(self):
+        """No-op kept for PyTorch code: varlens never needs a contiguous weight buffer."""
+        return None
+
     def _layer_weights(self, layer, direction):
         sfx = f"_l{layer}" + ("_reverse" if direction == 1 else "")
         w = [getattr(self, f"weight_ih{sfx}"), getattr(self, f"weight_hh{sfx}")]

@@ -90,12 +90,13 @@ def _im2col(xp_, kh, kw, sh, sw, dh, dw, Ho, Wo, per_sample=False):
     return xp.ascontiguousarray(_as_strided(xp_, shape, strides, writeable=False))
 
 
-def _col2im(gcol, shape, kh, kw, sh, sw, dh, dw, per_sample=False):
-    """Adjoint of _im2col: add the column gradients onto zeros of shape (N, C, Hp, Wp).
-
-    One strided slice-add per kernel offset (kh*kw of them), each over the whole batch.
+def _col2im(gcol, shape, kh, kw, sh, sw, dh, dw, per_sample=False, out=None):
+    """Adjoint of _im2col: add the column gradients onto zeros of shape (N, C, Hp, Wp)
+    (or onto ``out``).  One strided slice-add per kernel offset (kh*kw of them), each over
+    the whole batch.
     """
-    out = xp.zeros(shape, dtype=gcol.dtype)
+    if out is None:
+        out = xp.zeros(shape, dtype=gcol.dtype)
     Ho, Wo = gcol.shape[4], gcol.shape[5]
     for i in range(kh):
         si = _window(i, dh, sh, Ho)
@@ -109,6 +110,10 @@ def _col2im(gcol, shape, kh, kw, sh, sw, dh, dw, per_sample=False):
 # product per sample (W @ cols[n]) writes NCHW directly and skips two transposes; with
 # small maps one big product over the whole batch is faster.
 PER_SAMPLE_MIN_PIXELS = 100
+# In the per-sample layout the columns are built for a chunk of samples at a time, at most
+# this many elements (1 MiB of float32): memory stays bounded and the buffer stays in cache.
+# Forward keeps them for backward only when the whole batch fits in one chunk.
+COLUMN_CHUNK = 1 << 18
 
 
 def _is_tensor(a):
@@ -157,36 +162,44 @@ class Conv2dFn(Function):
                 f"({Ho}, {Wo})")
         xpd = _pad(x, pads)
         ps = groups == 1 and Ho * Wo >= PER_SAMPLE_MIN_PIXELS
-        cols = _im2col(xpd, kh, kw, sh, sw, dh, dw, Ho, Wo, ps)
         K = Cg * kh * kw
         M = N * Ho * Wo
         Og = O // groups
-        if ps:  # out[n] = W @ cols[n], already NCHW (the broadcast W must be contiguous for BLAS)
-            out = xp.matmul(xp.ascontiguousarray(w.reshape(O, K)), cols.reshape(N, K, Ho * Wo))
-            out = out.reshape(N, O, Ho, Wo)
-            if b is not None:
-                out += b.reshape(1, O, 1, 1)
-        else:   # one product over the batch, then one transposing copy to NCHW
-            if groups == 1:
-                res = w.reshape(O, K) @ cols.reshape(K, M)
-            else:
-                res = xp.matmul(w.reshape(groups, Og, K), cols.reshape(groups, K, M))
-            res = res.reshape(O, N, Ho, Wo).transpose(1, 0, 2, 3)
-            out = xp.empty((N, O, Ho, Wo), dtype=res.dtype)
-            if b is not None:
-                xp.add(res, b.reshape(1, O, 1, 1), out=out)
-            else:
-                out[...] = res
         self.ps = ps
         self.geom = (x.shape, xpd.shape, stride, pads, dilation, groups, Ho, Wo)
         self.w = w
-        # the weight gradient needs the columns: keep small ones, rebuild big ones in backward
         # (forward runs before the node knows which inputs need grad; without a graph the
-        # node is dropped at once and so are these)
-        if cols.size <= KEEP_COLUMNS_MAX:
-            self.cols, self.x = cols, None
+        # node is dropped at once, and with it whatever is kept here for backward)
+        if ps:  # out[n] = W @ cols[n], already NCHW, a chunk of samples at a time
+            nb = self.nb = max(1, min(N, COLUMN_CHUNK // (K * Ho * Wo)))
+            W2 = xp.ascontiguousarray(w.reshape(O, K))  # contiguous, or the broadcast GEMM leaves BLAS
+            out = xp.empty((N, O, Ho * Wo), dtype=xp.result_type(x, w))
+            for s0 in range(0, N, nb):
+                cols = _im2col(xpd[s0:s0 + nb], kh, kw, sh, sw, dh, dw, Ho, Wo, True)
+                xp.matmul(W2, cols.reshape(-1, K, Ho * Wo), out=out[s0:s0 + nb])
+            out = out.reshape(N, O, Ho, Wo)
+            if b is not None:
+                out += b.reshape(1, O, 1, 1)
+            single = nb >= N
+            self.cols, self.xpd = (cols, None) if single else (None, xpd)
+            return out
+        cols = _im2col(xpd, kh, kw, sh, sw, dh, dw, Ho, Wo)
+        # one product over the batch, then one transposing copy to NCHW
+        if groups == 1:
+            res = w.reshape(O, K) @ cols.reshape(K, M)
         else:
-            self.cols, self.x = None, x
+            res = xp.matmul(w.reshape(groups, Og, K), cols.reshape(groups, K, M))
+        res = res.reshape(O, N, Ho, Wo).transpose(1, 0, 2, 3)
+        out = xp.empty((N, O, Ho, Wo), dtype=res.dtype)
+        if b is not None:
+            xp.add(res, b.reshape(1, O, 1, 1), out=out)
+        else:
+            out[...] = res
+        # the weight gradient needs the columns: keep small ones, rebuild big ones in backward
+        if cols.size <= KEEP_COLUMNS_MAX:
+            self.cols, self.xpd = cols, None
+        else:
+            self.cols, self.xpd = None, xpd
         return out
 
     def backward(self, g):
@@ -200,19 +213,25 @@ class Conv2dFn(Function):
         if n[2] is not None:
             gb = g.sum(axis=(0, 2, 3))
         if self.ps:
-            gn = xp.ascontiguousarray(g).reshape(N, O, Ho * Wo)
-            if n[0] is not None:  # cols_grad[n] = W^T @ g[n], then col2im
-                gcol = xp.matmul(xp.ascontiguousarray(wg[0].T), gn)
-                gxp = _col2im(gcol.reshape(N, C, kh, kw, Ho, Wo), pshape, kh, kw, sh, sw, dh, dw, True)
+            HW, nb = Ho * Wo, self.nb
+            gn = xp.ascontiguousarray(g).reshape(N, O, HW)
+            WT = xp.ascontiguousarray(wg[0].T)
+            gxp = xp.zeros(pshape, dtype=g.dtype) if n[0] is not None else None
+            gw2 = xp.zeros((O, K), dtype=w.dtype) if n[1] is not None else None
+            for s0 in range(0, N, nb):
+                gc = gn[s0:s0 + nb]
+                if gw2 is not None:  # dL/dW = sum_n g[n] @ cols[n]^T
+                    cols = self.cols if self.cols is not None else \
+                        _im2col(self.xpd[s0:s0 + nb], kh, kw, sh, sw, dh, dw, Ho, Wo, True)
+                    gw2 += xp.matmul(gc, cols.reshape(-1, K, HW).transpose(0, 2, 1)).sum(axis=0)
+                if gxp is not None:  # cols_grad[n] = W^T @ g[n], then col2im
+                    gcol = xp.matmul(WT, gc).reshape(-1, C, kh, kw, Ho, Wo)
+                    _col2im(gcol, None, kh, kw, sh, sw, dh, dw, True, out=gxp[s0:s0 + nb])
+            if gxp is not None:
                 pt, pb, pl, pr = pads
                 gx = gxp[:, :, pt:pt + H, pl:pl + W] if (pt or pb or pl or pr) else gxp
-            if n[1] is not None:  # dL/dW = sum_n g[n] @ cols[n]^T
-                cols = self.cols
-                if cols is None:
-                    cols = _im2col(_pad(self.x, pads), kh, kw, sh, sw, dh, dw, Ho, Wo, True)
-                cols = cols.reshape(N, K, Ho * Wo)
-                gw = xp.matmul(gn, cols.transpose(0, 2, 1)).sum(axis=0).reshape(w.shape)
-            self.cols = self.x = None
+            gw = gw2.reshape(w.shape) if gw2 is not None else None
+            self.cols = self.xpd = None
             return gx, gw, gb
         gm = xp.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(groups, Og, M)
         if n[0] is not None:
@@ -226,12 +245,12 @@ class Conv2dFn(Function):
         if n[1] is not None:
             cols = self.cols
             if cols is None:
-                cols = _im2col(_pad(self.x, pads), kh, kw, sh, sw, dh, dw, Ho, Wo)
+                cols = _im2col(self.xpd, kh, kw, sh, sw, dh, dw, Ho, Wo)
             if groups == 1:
                 gw = (gm[0] @ cols.reshape(K, M).T).reshape(w.shape)
             else:
                 gw = xp.matmul(gm, cols.reshape(groups, K, M).transpose(0, 2, 1)).reshape(w.shape)
-        self.cols = self.x = None
+        self.cols = self.xpd = None
         return gx, gw, gb
 
     @staticmethod

@@ -81,13 +81,11 @@ def sigmoid(x):
 
 
 def _sigmoid_array(x):
-    # split by sign so exp never overflows
-    out = xp.empty_like(x)
-    pos = x >= 0
-    out[pos] = 1.0 / (1.0 + xp.exp(-x[pos]))
-    ex = xp.exp(x[~pos])
-    out[~pos] = ex / (1.0 + ex)
-    return out
+    # exp(-|x|) never overflows: s = 1/(1 + e) for x >= 0, e/(1 + e) below; whole-array ufuncs
+    # (boolean-mask indexing was ~3x slower on (512, 256) activations)
+    e = xp.exp(-xp.abs(x))
+    r = 1.0 / (1.0 + e)
+    return xp.where(x >= 0, r, e * r).astype(x.dtype, copy=False)
 
 
 def erf(x):

@@ -92,18 +92,20 @@ class LSTMLayerFunction(Function):
         scale[2 * H:3 * H] = 1.0
         shift = xp.full(4 * H, 0.5, dtype=dt)
         shift[2 * H:3 * H] = 0.0
-        h = _zeros_state(x, H) if h0 is None else h0
-        c = _zeros_state(x, H) if c0 is None else c0
+        # states in time order: HS[k] is the hidden state before step k of the loop's
+        # direction (k = t going forward, k = t + 1 going backward); the step writes the other end
+        HS = xp.empty((T + 1, B, H), dtype=dt)
+        CS = xp.empty((T + 1, B, H), dtype=dt)
+        rd, wr = (1, 0) if reverse else (0, 1)
+        first = T if reverse else 0
+        HS[first] = 0 if h0 is None else h0
+        CS[first] = 0 if c0 is None else c0
         acts = xp.empty((T, B, 4 * H), dtype=dt)
-        hprev = xp.empty((T, B, H), dtype=dt)
-        cprev = xp.empty((T, B, H), dtype=dt)
         tcs = xp.empty((T, B, H), dtype=dt)
-        Z = xp.empty((T + 2, B, H), dtype=dt)
         whhT = w_hh.T
         m3 = _mask3(mask, x)
         for t in _order(T, reverse):
-            hprev[t] = h
-            cprev[t] = c
+            h, c = HS[t + rd], CS[t + rd]
             a = acts[t]
             xp.matmul(h, whhT, out=a)
             a += xg[t]
@@ -111,21 +113,31 @@ class LSTMLayerFunction(Function):
             xp.tanh(a, out=a)
             a *= scale
             a += shift
-            cn = a[:, H:2 * H] * c
-            cn += a[:, :H] * a[:, 2 * H:3 * H]
-            tc = xp.tanh(cn, out=tcs[t])
-            hn = a[:, 3 * H:] * tc
             if m3 is None:
-                Z[t] = hn
-                h, c = hn, cn
+                cn = xp.multiply(a[:, H:2 * H], c, out=CS[t + wr])
+                cn += a[:, :H] * a[:, 2 * H:3 * H]
+                tc = xp.tanh(cn, out=tcs[t])
+                xp.multiply(a[:, 3 * H:], tc, out=HS[t + wr])
             else:
                 m = m3[t]
-                Z[t] = hn * m
-                h = h + m * (hn - h)
-                c = c + m * (cn - c)
-        Z[T] = h
-        Z[T + 1] = c
-        self.acts, self.hprev, self.cprev, self.tcs = acts, hprev, cprev, tcs
+                cn = a[:, H:2 * H] * c
+                cn += a[:, :H] * a[:, 2 * H:3 * H]
+                tc = xp.tanh(cn, out=tcs[t])
+                hn = a[:, 3 * H:] * tc
+                HS[t + wr] = h + m * (hn - h)
+                CS[t + wr] = c + m * (cn - c)
+        Z = xp.empty((T + 2, B, H), dtype=dt)
+        outs = HS[:T] if reverse else HS[1:]
+        if m3 is None:
+            Z[:T] = outs
+        else:
+            xp.multiply(outs, m3, out=Z[:T])
+        last = 0 if reverse else T
+        Z[T] = HS[last]
+        Z[T + 1] = CS[last]
+        self.acts, self.tcs = acts, tcs
+        self.hprev = HS[1:] if reverse else HS[:T]
+        self.cprev = CS[1:] if reverse else CS[:T]
         self.x, self.w_ih, self.w_hh = x, w_ih, w_hh
         self.reverse, self.m3 = reverse, m3
         return Z
@@ -138,42 +150,48 @@ class LSTMLayerFunction(Function):
         dc_prev = dc~*f;  the pre-activation cotangents multiply by s(1-s) for the
         sigmoid gates and 1-g^2 for g.  dh_prev = dA @ W_hh; dW_ih = dA^T x,
         dW_hh = dA^T h_prev, db = sum dA (summed over time: shared weights).
+        The factors that do not depend on the cotangents are formed for all steps at once
+        before the loop: K = [g, c_prev, i, tanh(c')] * (activation derivative), P = o*(1-tanh(c')^2).
         """
         acts, hprev, cprev, tcs = self.acts, self.hprev, self.cprev, self.tcs
         T, B, H = tcs.shape
         m3 = self.m3
-        dact = acts * (1 - acts)  # sigmoid derivative from the cached activations ...
+        K = acts * (1 - acts)  # sigmoid derivative from the cached activations ...
         gcol = acts[:, :, 2 * H:3 * H]
-        dact[:, :, 2 * H:3 * H] = 1 - gcol * gcol  # ... and tanh's for the g gate
-        dtc = 1 - tcs * tcs
+        K[:, :, 2 * H:3 * H] = 1 - gcol * gcol  # ... and tanh's for the g gate
+        K[:, :, :H] *= gcol
+        K[:, :, H:2 * H] *= cprev
+        K[:, :, 2 * H:3 * H] *= acts[:, :, :H]
+        K[:, :, 3 * H:] *= tcs
+        P = 1 - tcs * tcs
+        P *= acts[:, :, 3 * H:]
+        K4 = K.reshape(T, B, 4, H)
         dA = xp.empty_like(acts)
+        dA4 = dA.reshape(T, B, 4, H)
         dh = G[T].copy()
         dc = G[T + 1].copy()
+        dhn = xp.empty((B, H), dtype=dh.dtype)
+        dct = xp.empty((B, H), dtype=dh.dtype)
         w_hh = self.w_hh
         for t in reversed(_order(T, self.reverse)):
-            a = acts[t]
+            xp.add(dh, G[t], out=dhn)
+            f = acts[t, :, H:2 * H]
             if m3 is None:
-                dh += G[t]
-                dhn, dcn = dh, dc
+                xp.multiply(dhn, P[t], out=dct)
+                dct += dc
+                xp.multiply(dct[:, None, :], K4[t, :, :3], out=dA4[t, :, :3])
+                xp.multiply(dhn, K4[t, :, 3], out=dA4[t, :, 3])
+                dc = dct * f
+                dh = dA[t] @ w_hh
             else:
                 m = m3[t]
-                dhn = (dh + G[t]) * m
-                dcn = dc * m
-            d = dA[t]
-            dct = dhn * a[:, 3 * H:]
-            dct *= dtc[t]
-            dct += dcn
-            xp.multiply(dct, a[:, 2 * H:3 * H], out=d[:, :H])
-            xp.multiply(dct, cprev[t], out=d[:, H:2 * H])
-            xp.multiply(dct, a[:, :H], out=d[:, 2 * H:3 * H])
-            xp.multiply(dhn, tcs[t], out=d[:, 3 * H:])
-            d *= dact[t]
-            if m3 is None:
-                dc = dct * a[:, H:2 * H]
-                dh = d @ w_hh
-            else:
-                dc = dct * a[:, H:2 * H] + dc * (1 - m)
-                dh = d @ w_hh + dh * (1 - m)
+                dhn *= m
+                xp.multiply(dhn, P[t], out=dct)
+                dct += dc * m
+                xp.multiply(dct[:, None, :], K4[t, :, :3], out=dA4[t, :, :3])
+                xp.multiply(dhn, K4[t, :, 3], out=dA4[t, :, 3])
+                dc = dct * f + dc * (1 - m)
+                dh = dA[t] @ w_hh + dh * (1 - m)
         n = self.next
         gx = (dA.reshape(T * B, 4 * H) @ self.w_ih).reshape(self.x.shape) if n[0] is not None else None
         gw_ih, gw_hh = _weight_grads(dA, self.x, hprev, n[3] is not None, n[4] is not None)

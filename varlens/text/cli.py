@@ -65,18 +65,31 @@ def _charlm(args):
         print(f"sample at T={temp}: {m.sample(vocab, 'And the LORD', 120, temperature=temp, generator=1)!r}")
     passage = text[-1600:-600]
     hs = m.hidden_states(Tensor._make(vocab.encode(passage)[:, None])).numpy()[:, 0, :]  # (T, H)
-    # the unit most correlated with "inside a verse after a comma" is arbitrary; pick the unit
-    # whose activation best tracks the position within the line (a line-length counter)
-    pos = np.zeros(len(passage))
-    k = 0
+    # look for a unit that tracks a simple property of the text (Karpathy-style): the
+    # position within the line (verse), the position within the word, or "inside a clause
+    # that a comma opened"; keep the best-correlated (unit, property)
+    feats = {"position in line": np.zeros(len(passage)), "position in word": np.zeros(len(passage)),
+             "after a comma in this verse": np.zeros(len(passage))}
+    line_pos = word_pos = comma = 0
     for i, ch in enumerate(passage):
-        pos[i] = k
-        k = 0 if ch == "\n" else k + 1
-    corr = [abs(np.corrcoef(hs[:, j], pos)[0, 1]) for j in range(hs.shape[1])]
-    unit = int(np.nanargmax(corr))
+        feats["position in line"][i] = line_pos
+        feats["position in word"][i] = word_pos
+        feats["after a comma in this verse"][i] = comma
+        line_pos = 0 if ch == "\n" else line_pos + 1
+        word_pos = 0 if not ch.isalpha() else word_pos + 1
+        comma = 0 if ch == "\n" else (1 if ch == "," else comma)
+    best = (0.0, 0, "")
+    for fname, f in feats.items():
+        for j in range(hs.shape[1]):
+            c = np.corrcoef(hs[:, j], f)[0, 1]
+            if np.isfinite(c) and abs(c) > best[0]:
+                best = (abs(c), j, fname)
+    corr, unit, fname = best
+    for fname2, f in feats.items():
+        cs = [abs(np.corrcoef(hs[:, j], f)[0, 1]) for j in range(hs.shape[1])]
+        print(f"   best |corr| of a unit with {fname2!r}: {np.nanmax(cs):.2f} (unit {int(np.nanargmax(cs))})")
     path = os.path.join(args.out, f"charlm_unit{unit}.html")
-    neuron_html(passage, hs[:, unit], path, title=f"LSTM unit {unit} (|corr| with position in line "
-                                                   f"{corr[unit]:.2f})")
+    neuron_html(passage, hs[:, unit], path, title=f"LSTM unit {unit}: |corr| {corr:.2f} with {fname}")
     print(f"hidden unit {unit} over a passage: {path}")
 
 

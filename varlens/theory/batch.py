@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from varlens.theory.registry import all_of, claim, close, mc_mean, mc_var, rng_for
 
 

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from varlens.theory.registry import all_of, claim, close, exact, mc_mean, rng_for
+from varlens.theory.registry import all_of, claim, exact, mc_mean, rng_for
 
 
 def _spectral_radius(mu, eta_lam):

@@ -1,0 +1,270 @@
+"""Convolution speed and memory, varlens against PyTorch eager in the same run.
+
+(1) Conv2d forward + backward (input, weight and bias gradients) at LeNet sizes and at
+    ResNet basic-block sizes, float32, batch 64.
+(2) A LeNet-5 training step (batch 64, 28x28, ReLU, max pool, CrossEntropyLoss, Adam):
+    steps per second of both, the same weights and batch.
+(3) Peak memory of one LeNet training step, measured two ways:
+    * tracemalloc: NumPy reports every array buffer it allocates to Python's tracemalloc,
+      so the traced peak during one step (minus what was live before it) is varlens'
+      exact array high-water mark.  PyTorch's CPU allocator does not report to tracemalloc.
+    * peak RSS, the same method for both: each library runs in a fresh subprocess (glibc's
+      mmap threshold set to 64 KiB so freed buffers leave the resident set); before a step
+      the kernel's resident high-water mark is reset to the current RSS (``5`` into
+      /proc/self/clear_refs) and after it VmHWM - VmRSS(before) is the step's peak extra
+      memory.  Steps 2-4 give the steady state (max of the three); step 1, which also
+      allocates the optimiser state, is reported separately.
+
+Timing: rounds of the two libraries are interleaved and the median of per-round times is
+reported, in process CPU time (the machine is shared; CPU time does not count the
+waits while the process is descheduled).  Both libraries use the same thread count (--threads,
+default 1: on a loaded 2-core machine 2-thread BLAS pools stall whenever a worker is
+descheduled, which measures the contention, not the code).
+
+    python benchmarks/bench_conv.py            # print the tables
+    python benchmarks/bench_conv.py --write    # also refresh its section of RESULTS.md
+    python benchmarks/bench_conv.py --profile  # where varlens' LeNet step spends its time
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+_threads = sys.argv[sys.argv.index("--threads") + 1] if "--threads" in sys.argv else "1"
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_v] = _threads  # before NumPy/PyTorch load their BLAS
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import varlens as vl  # noqa: E402
+import varlens.nn.functional as F  # noqa: E402
+from varlens import optim as vopt  # noqa: E402
+from varlens.models import LeNet5  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SECTION = "## Convolution and LeNet training step (bench_conv.py)"
+torch.set_num_threads(int(_threads))
+
+CONV_CASES = [  # (label, N, C_in, C_out, k, H, padding, stride)
+    ("LeNet conv1 1->6 5x5 pad 2, 28x28", 64, 1, 6, 5, 28, 2, 1),
+    ("LeNet conv2 6->16 5x5, 14x14", 64, 6, 16, 5, 14, 0, 1),
+    ("ResNet block 16->16 3x3, 28x28", 64, 16, 16, 3, 28, 1, 1),
+    ("ResNet block 32->32 3x3, 14x14", 64, 32, 32, 3, 14, 1, 1),
+    ("ResNet down 32->64 3x3 s2, 14x14", 64, 32, 64, 3, 14, 1, 2),
+    ("ResNet block 64->64 3x3, 7x7", 64, 64, 64, 3, 7, 1, 1),
+]
+
+
+def interleaved(fa, fb, rounds, inner):
+    """Median seconds per call of fa and fb over interleaved rounds."""
+    fa(), fb()
+    ta, tb = [], []
+    clock = time.process_time  # CPU time of this process: robust to being descheduled on a shared machine
+    for _ in range(rounds):
+        t = clock()
+        for _ in range(inner):
+            fa()
+        ta.append((clock() - t) / inner)
+        t = clock()
+        for _ in range(inner):
+            fb()
+        tb.append((clock() - t) / inner)
+    return statistics.median(ta), statistics.median(tb)
+
+
+def conv_case(N, cin, cout, k, H, p, s, rounds):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((N, cin, H, H)).astype(np.float32)
+    w = (rng.standard_normal((cout, cin, k, k)) * 0.1).astype(np.float32)
+    b = np.zeros(cout, np.float32)
+    vx, vw, vb = (vl.tensor(a, requires_grad=True) for a in (x, w, b))
+    tx, tw, tb = (torch.from_numpy(a.copy()).requires_grad_(True) for a in (x, w, b))
+    go = rng.standard_normal(tuple(F.conv2d(vx, vw, vb, s, p).shape)).astype(np.float32)
+    vg, tg = vl.tensor(go), torch.from_numpy(go.copy())
+
+    def fv():
+        F.conv2d(vx, vw, vb, s, p).backward(vg)
+        vx.grad = vw.grad = vb.grad = None
+
+    def ft():
+        torch.nn.functional.conv2d(tx, tw, tb, s, p).backward(tg)
+        tx.grad = tw.grad = tb.grad = None
+    return interleaved(fv, ft, rounds, 3)
+
+
+def torch_lenet():
+    T = torch.nn
+    return T.Sequential(
+        T.Sequential(T.Conv2d(1, 6, 5, padding=2), T.ReLU(), T.MaxPool2d(2), T.Conv2d(6, 16, 5), T.ReLU(), T.MaxPool2d(2)),
+        T.Sequential(T.Flatten(), T.Linear(400, 120), T.ReLU(), T.Linear(120, 84), T.ReLU(), T.Linear(84, 10)))
+
+
+def lenet_steps(batch=64, seed=0):
+    rng = np.random.default_rng(seed)
+    vm, tm = LeNet5(), torch_lenet()
+    with torch.no_grad():
+        for v, t in zip(vm.parameters(), tm.parameters()):
+            t.copy_(torch.from_numpy(np.array(v._data)))
+    x = rng.standard_normal((batch, 1, 28, 28)).astype(np.float32)
+    y = rng.integers(0, 10, batch)
+    vx, vy = vl.tensor(x), vl.tensor(y)
+    tx, ty = torch.from_numpy(x.copy()), torch.from_numpy(y.copy())
+    vo, to = vopt.Adam(vm.parameters(), lr=1e-3), torch.optim.Adam(tm.parameters(), lr=1e-3)
+
+    def vstep():
+        vo.zero_grad()
+        F.cross_entropy(vm(vx), vy).backward()
+        vo.step()
+
+    def tstep():
+        to.zero_grad()
+        torch.nn.functional.cross_entropy(tm(tx), ty).backward()
+        to.step()
+    return vstep, tstep
+
+
+def _status_kib(key):
+    with open("/proc/self/status") as f:
+        for ln in f:
+            if ln.startswith(key + ":"):
+                return int(ln.split()[1])
+    raise RuntimeError(f"{key} not in /proc/self/status")
+
+
+def _rss_child(lib):
+    """Run in a subprocess: the largest rise of resident memory (KiB) during one LeNet step.
+
+    Before each step the kernel's high-water mark is reset to the current RSS (writing 5 to
+    /proc/self/clear_refs); after it, VmHWM - VmRSS(before) is that step's peak extra memory.
+    The parent starts this process with glibc's mmap threshold at 64 KiB so freed buffers
+    leave the resident set (otherwise the allocator's cache hides the peak).  Step 1 (with
+    one-time allocations such as the optimiser state) is reported separately.
+    """
+    vstep, tstep = lenet_steps()
+    f = vstep if lib == "varlens" else tstep
+    out = []
+    for _ in range(4):
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        base = _status_kib("VmRSS")
+        f()
+        out.append(_status_kib("VmHWM") - base)
+    print(f"{max(out[1:])} {out[0]}")
+
+
+def rss_delta(lib):
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0")
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--rss-child", lib, "--threads", _threads],
+                         capture_output=True, text=True, check=True, env=env).stdout.split()
+    return int(out[0]), int(out[1])
+
+
+def tracemalloc_peak():
+    import tracemalloc
+    vstep, _ = lenet_steps()
+    vstep()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    tracemalloc.reset_peak()
+    vstep()
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    return peak
+
+
+def profile():
+    import cProfile
+    import pstats
+    vstep, _ = lenet_steps()
+    vstep()
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(30):
+        vstep()
+    pr.disable()
+    pstats.Stats(pr).sort_stats("tottime").print_stats(15)
+
+
+def machine():
+    try:
+        name = [ln.split(":", 1)[1].strip() for ln in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+                if ln.startswith("Model name")][0]
+    except Exception:  # noqa: BLE001
+        name = platform.processor() or "unknown CPU"
+    return f"{name}, {os.cpu_count()} cores"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--write", action="store_true")
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--threads", default="1")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--rss-child", default=None)
+    a = ap.parse_args()
+    if a.rss_child:
+        return _rss_child(a.rss_child)
+    if a.profile:
+        return profile()
+    lines = []
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    load = os.getloadavg()[0]
+    lines.append(f"{now}; {machine()}; NumPy {np.__version__}, PyTorch {torch.__version__}, Python "
+                 f"{platform.python_version()}; BLAS and PyTorch on {_threads} thread(s); float32; median of "
+                 f"{a.rounds} interleaved rounds; load average {load:.1f} at the start. Ratio = PyTorch time / "
+                 "varlens time (> 1: varlens faster).")
+    lines.append("")
+    lines.append("**(1) Conv2d forward + backward** (dL/dx, dL/dW, dL/db), batch 64, ms per call:")
+    lines.append("")
+    lines.append("| layer | varlens ms | PyTorch ms | ratio |")
+    lines.append("|---|---:|---:|---:|")
+    for label, *case in CONV_CASES:
+        tv, tt = conv_case(*case, rounds=a.rounds)
+        lines.append(f"| {label} | {tv * 1e3:.2f} | {tt * 1e3:.2f} | {tt / tv:.2f} |")
+        print(lines[-1], flush=True)
+    vstep, tstep = lenet_steps()
+    tv, tt = interleaved(vstep, tstep, a.rounds, 10)
+    lines.append("")
+    lines.append("**(2) LeNet-5 training step**, batch 64, Adam (forward, loss, backward, update):")
+    lines.append("")
+    lines.append("| | varlens | PyTorch | ratio (target >= 1) |")
+    lines.append("|---|---:|---:|---:|")
+    lines.append(f"| steps/s | {1 / tv:.0f} | {1 / tt:.0f} | {tt / tv:.2f} ({'met' if tt >= tv else 'not met'}) |")
+    print(lines[-1], flush=True)
+    tm_peak = tracemalloc_peak()
+    (v1, v0), (t1, t0) = rss_delta("varlens"), rss_delta("torch")
+    lines.append("")
+    lines.append("**(3) Peak memory of a LeNet training step** (batch 64; method in the script's docstring):")
+    lines.append("")
+    lines.append("| measure | varlens | PyTorch | varlens / PyTorch (target <= 1.5) |")
+    lines.append("|---|---:|---:|---:|")
+    lines.append(f"| tracemalloc peak of one step (NumPy arrays) | {tm_peak / 2**20:.1f} MiB | n/a | |")
+    ratio = v1 / t1 if t1 > 0 else float("nan")
+    lines.append(f"| peak RSS rise during a step (steps 2-4) | {v1 / 1024:.1f} MiB | {t1 / 1024:.1f} MiB | "
+                 f"{ratio:.2f} ({'met' if ratio <= 1.5 else 'not met'}) |")
+    lines.append(f"| peak RSS rise during step 1 (with optimiser state) | {v0 / 1024:.1f} MiB | {t0 / 1024:.1f} MiB | "
+                 f"{v0 / t0 if t0 else float('nan'):.2f} |")
+    text = "\n".join(lines)
+    print(text)
+    if a.write:
+        path = os.path.join(HERE, "RESULTS.md")
+        body = open(path).read()
+        block = f"{SECTION}\n\n{text}\n"
+        if SECTION in body:
+            body = re.sub(re.escape(SECTION) + r"\n.*?(?=\n## |\Z)", lambda m: block, body, flags=re.S)
+        else:
+            body = body.rstrip("\n") + "\n\n" + block
+        open(path, "w").write(body)
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

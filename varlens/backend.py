@@ -136,3 +136,9 @@ try:  # erf for the exact GELU and the normal CDF; SciPy has a vectorised one
 except ImportError:  # pragma: no cover - SciPy is a declared dependency
     import math as _math
     erf = np.vectorize(_math.erf, otypes=[np.float64])
+
+
+try:  # logistic sigmoid in one C pass, exact in both tails (used by ops/dual.py _sigmoid_array)
+    from scipy.special import expit  # noqa: F401
+except ImportError:  # pragma: no cover - SciPy is a declared dependency
+    expit = None

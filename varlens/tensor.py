@@ -87,7 +87,7 @@ class Tensor:
 
     @property
     def device(self):
-        return "cpu"
+        return _CPU
 
     @property
     def is_cuda(self):
@@ -392,22 +392,7 @@ class Tensor:
 
     # ------------------------------------------------------------------ dtype / device
     def to(self, *args, **kwargs):
-        dtype = kwargs.get("dtype")
-        for a in args:
-            if isinstance(a, Tensor):
-                dtype = a.dtype
-            elif isinstance(a, str) and a.rsplit(".", 1)[-1] in _DTYPE_NAMES:
-                name = a.rsplit(".", 1)[-1]
-                dtype = getattr(B, "bool_" if name == "bool" else name)
-            elif isinstance(a, str) or a is None:
-                if a not in (None, "cpu") and not str(a).startswith("cpu"):
-                    raise RuntimeError(f"to(): device {a!r} is not available; varlens runs on the CPU "
-                                       "through NumPy (only 'cpu' is accepted)")
-            else:
-                dtype = a
-        dev = kwargs.get("device")
-        if dev is not None and str(dev) != "cpu":
-            raise RuntimeError(f"to(): device {dev!r} is not available; only 'cpu' is accepted")
+        dtype = parse_to(args, kwargs)
         if dtype is None:
             return self
         dtype = B.to_dtype(dtype)
@@ -479,6 +464,33 @@ _DTYPE_NAMES = {"float16", "float32", "float64", "int8", "int16", "int32", "int6
                 "half", "float", "double", "short", "int", "long"}
 
 
+class device:
+    """A device name (torch.device).  Only ``device('cpu')`` can hold tensors; other names
+    can be built (so ``device('cuda' if cuda.is_available() else 'cpu')`` runs) but moving a
+    tensor there raises a clear error."""
+
+    def __init__(self, type="cpu", index=None):  # noqa: A002
+        if isinstance(type, device):
+            type, index = type.type, type.index
+        t = str(type)
+        if ":" in t:
+            t, i = t.split(":", 1)
+            index = int(i)
+        self.type, self.index = t, index
+
+    def __str__(self):
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __repr__(self):
+        return f"device(type={self.type!r}" + ("" if self.index is None else f", index={self.index}") + ")"
+
+    def __eq__(self, other):
+        return str(self) == str(other)
+
+    def __hash__(self):
+        return hash(str(self))
+
+
 class Size(tuple):
     """Shape of a tensor: a tuple (as torch.Size)."""
 
@@ -499,6 +511,34 @@ class _HookHandle:
     def remove(self):
         if self._hook in self._lst:
             self._lst.remove(self._hook)
+
+
+_CPU = device("cpu")
+
+
+def parse_to(args, kwargs):
+    """The dtype asked for by ``.to(...)`` arguments (Tensor.to and Module.to), or None.
+
+    Accepts dtypes, dtype names, a tensor (its dtype), and devices (names or ``device``
+    objects); any device other than the CPU is refused with a clear error.
+    """
+    dtype = kwargs.get("dtype")
+    devs = [kwargs.get("device")]
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype = a.dtype
+        elif isinstance(a, str) and a.rsplit(".", 1)[-1] in _DTYPE_NAMES:
+            name = a.rsplit(".", 1)[-1]
+            dtype = getattr(B, "bool_" if name == "bool" else name)
+        elif isinstance(a, (str, device)) or a is None:
+            devs.append(a)
+        else:
+            dtype = a
+    for d in devs:
+        if d is not None and device(d).type != "cpu":
+            raise RuntimeError(f"to(): device {str(d)!r} is not available; varlens runs on the CPU "
+                               "through NumPy (only 'cpu' is accepted)")
+    return dtype
 
 
 def _size(size):

@@ -1,6 +1,7 @@
 """Runnable generative recipes: ``python -m varlens.generative.experiments NAME [--key value ...]``.
 
-NAME is one of: diffusion-2d, gan-ring, vae-fashion, latent-diffusion-fashion.
+NAME is one of: diffusion-2d, gan-ring, vae-fashion, fashion-classifier, latent-diffusion-fashion
+(the last needs a trained vae-fashion run and trains or loads the classifier).
 Each writes ``runs/generative/NAME[-tag]/`` with ``metrics.json`` and PNG figures and prints a
 summary. All run on CPU in minutes with the default (small) budgets.
 """
@@ -148,6 +149,7 @@ GAN_CONFIGS = {
     "small_lr_d": dict(lr_g=1e-3, lr_d=2e-4),
     "d_steps_5": dict(lr_g=1e-3, lr_d=1e-3, d_steps=5),
     "minibatch_std": dict(lr_g=1e-3, lr_d=1e-3, minibatch_std=True),
+    "slow_g": dict(lr_g=2e-4, lr_d=1e-3),
 }
 
 
@@ -291,9 +293,130 @@ def vae_fashion(epochs=5, latent_dim=20, hidden=(400,), batch_size=128, lr=1e-3,
     return res, net
 
 
+# ------------------------------------------------------------------ classifier for sample quality
+def fashion_classifier(epochs=3, seed=0, out=None):
+    """MLP 784-256-128-10 on binarised Fashion-MNIST (varlens), used to score generated images:
+    its 128-d penultimate features give a Frechet distance, its predictions the accuracy of
+    class-conditional samples. Cached in runs/generative/fashion-classifier/."""
+    from threadpoolctl import threadpool_limits
+    from varlens.nn import Linear, ReLU, Sequential
+    d = _out("fashion-classifier", out)
+    path = os.path.join(d, "weights.npz")
+    vl.manual_seed(seed)
+    net = Sequential(Linear(784, 256), ReLU(), Linear(256, 128), ReLU(), Linear(128, 10))
+    xtr, ytr, xte, yte = _fashion()
+    if os.path.exists(path):
+        w = np.load(path)
+        net.load_state_dict({k: w[k] for k in w.files})
+    else:
+        opt = vl.optim.Adam(net.parameters(), lr=1e-3)
+        rng = np.random.default_rng(seed)
+        with threadpool_limits(1):
+            for ep in range(epochs):
+                perm = rng.permutation(len(xtr))
+                for i in range(0, len(perm) - 127, 128):
+                    idx = perm[i:i + 128]
+                    loss = vl.nn.functional.cross_entropy(net(Tensor._make(xtr[idx])), Tensor._make(ytr[idx]))
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+        np.savez(path, **{k: v._data for k, v in net.state_dict().items()})
+    net.eval()
+    with vl.no_grad():
+        acc = float((net(Tensor._make(xte))._data.argmax(1) == yte).mean())
+    _save_json(d, dict(test_accuracy=acc, epochs=epochs))
+    return net, acc
+
+
+def classifier_features(net, images):
+    """(penultimate features (N, 128), predicted classes (N,)) for images (N, 784) in [0, 1]."""
+    with vl.no_grad():
+        h = Tensor._make(np.asarray(images, dtype=np.float32).reshape(len(images), -1))
+        for m in list(net)[:-1]:
+            h = m(h)
+        return h._data, net[-1](h)._data.argmax(1)
+
+
+def latent_diffusion_fashion(vae_dir="runs/generative/vae-fashion-z20", steps=4000, batch_size=256, lr=1e-3,
+                             T=1000, p_uncond=0.1, scales=(0.0, 1.0, 2.0, 4.0), n_per_class=100, ddim_steps=50,
+                             seed=0, out=None):
+    """Latent diffusion (seed 003 §11.5) in the 20-d latent space of the Fashion-MNIST VAE, with
+    class labels through classifier-free guidance. Scores: Frechet distance on the varlens
+    classifier's features (against 2,000 test images) and the classifier's accuracy on the
+    label each sample was asked for."""
+    from threadpoolctl import threadpool_limits
+    from varlens.generative.diffusion import DenoiserMLP, GaussianDiffusion
+    from varlens.generative.guidance import ClassifierFreeGuidance, drop_labels
+    from varlens.generative.latent import LatentDiffusion
+    from varlens.generative.metrics import feature_frechet_distance
+    from varlens.generative.vae import VAE
+    d = _out("latent-diffusion-fashion", out)
+    cfg = json.load(open(os.path.join(vae_dir, "metrics.json")))
+    vae = VAE(784, cfg["latent_dim"], tuple(cfg["hidden"]))
+    w = np.load(os.path.join(vae_dir, "weights.npz"))
+    vae.load_state_dict({k: w[k] for k in w.files})
+    vae.eval()
+    clf, clf_acc = fashion_classifier()
+    xtr, ytr, xte, yte = _fashion()
+    vl.manual_seed(seed)
+    diff = GaussianDiffusion.linear(T)
+    den = DenoiserMLP(cfg["latent_dim"], (256, 256, 256), time_dim=64, max_steps=T, num_classes=10)
+    ld = LatentDiffusion(vae, den, diff).fit_scale(Tensor._make(xtr[:10000]))
+    Z = np.concatenate([ld.encode(Tensor._make(xtr[i:i + 5000]))._data for i in range(0, len(xtr), 5000)])
+    res = dict(vae_dir=vae_dir, steps=steps, batch_size=batch_size, T=T, p_uncond=p_uncond,
+               classifier_test_accuracy=clf_acc, ddim_steps=ddim_steps)
+    rng = np.random.default_rng(seed)
+    opt = vl.optim.Adam(den.parameters(), lr=lr)
+    sched = vl.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
+    t0 = time.time()
+    with threadpool_limits(1):
+        for it in range(steps):
+            idx = rng.integers(0, len(Z), batch_size)
+            y = drop_labels(Tensor._make(ytr[idx]), p_uncond, 10)
+            loss = diff.training_losses(den, Tensor._make(Z[idx]), model_kwargs=dict(y=y))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+            if (it + 1) % 1000 == 0:
+                print(f"step {it + 1}: loss {float(loss):.4f}", flush=True)
+        res["train_seconds"] = time.time() - t0
+        ref_feat, _ = classifier_features(clf, xte[:2000])
+        fd = lambda imgs: feature_frechet_distance(classifier_features(clf, imgs)[0], ref_feat)  # noqa: E731
+        res["fd_train_images_floor"] = fd(xtr[:2000])
+        g = vl.Generator().manual_seed(seed + 1)
+        with vl.no_grad():
+            prior = vae.mean_image(vae.decode(vl.randn(2000, cfg["latent_dim"], generator=g)))._data
+            mu, _ = vae.encode(Tensor._make(xte[2000:4000]))
+            recon = vae.mean_image(vae.decode(mu))._data
+        res["fd_vae_prior_samples"] = fd(prior)
+        res["fd_vae_reconstructions"] = fd(recon)
+        labels = np.repeat(np.arange(10), n_per_class)
+        grids = {}
+        for s in scales:
+            model = ClassifierFreeGuidance(den, Tensor._make(labels), s, 10)
+            imgs = ld.sample(len(labels), model=model, ddim_steps=ddim_steps, generator=g)._data
+            feat, pred = classifier_features(clf, imgs)
+            res[f"fd_scale_{s:g}"] = feature_frechet_distance(feat, ref_feat)
+            res[f"class_accuracy_scale_{s:g}"] = float((pred == labels).mean())
+            grids[s] = imgs
+            print(f"guidance scale {s:g}: FD {res[f'fd_scale_{s:g}']:.2f}, "
+                  f"accuracy {res[f'class_accuracy_scale_{s:g}']:.3f}", flush=True)
+    from varlens.datasets import FASHION_CLASSES
+    for s, imgs in grids.items():
+        pick = np.concatenate([imgs[c * n_per_class:c * n_per_class + 8] for c in range(10)])
+        image_grid(pick.reshape(-1, 28, 28), 10, os.path.join(d, f"samples_scale_{s:g}.png"),
+                   f"latent diffusion, guidance scale {s:g}; rows: " + ", ".join(FASHION_CLASSES))
+    _save_json(d, res)
+    print(json.dumps(res, default=float))
+    return res
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in ("diffusion-2d", "gan-ring", "vae-fashion"):
+    fns = {"diffusion-2d": diffusion_2d, "gan-ring": gan_ring, "vae-fashion": vae_fashion,
+           "latent-diffusion-fashion": latent_diffusion_fashion, "fashion-classifier": fashion_classifier}
+    if not argv or argv[0] not in fns:
         print(__doc__)
         return 2
     name, kv = argv[0], argv[1:]
@@ -304,10 +427,10 @@ def main(argv=None):
             kw[k] = json.loads(v)
         except json.JSONDecodeError:
             kw[k] = v
-    for k in ("hidden",):
+    for k in ("hidden", "scales", "configs"):
         if k in kw:
             kw[k] = tuple(kw[k])
-    fn = {"diffusion-2d": diffusion_2d, "gan-ring": gan_ring, "vae-fashion": vae_fashion}[name]
+    fn = fns[name]
     r = fn(**kw)
     if name == "diffusion-2d":
         print(json.dumps(r, default=float))

@@ -1,4 +1,8 @@
-"""``varlens compress IN OUT``: arithmetic coding driven by a next-byte model (seed 003 §2.5)."""
+"""``varlens compress IN OUT``: arithmetic coding driven by a next-byte model (seed 003 §2.5).
+
+``--model lstm --checkpoint PATH`` drives the coder with a trained char-LSTM
+(varlens.info.neural); ``varlens compress --train-model PATH`` trains one on the KJV
+training split and saves it."""
 from __future__ import annotations
 
 import sys
@@ -8,10 +12,18 @@ from varlens.info.models import AdaptiveOrder0Model, PPMModel, UniformModel
 
 
 def add_arguments(parser):
-    parser.add_argument("input", help="file to compress ('-' for stdin)")
-    parser.add_argument("output", help="compressed file to write ('-' for stdout)")
-    parser.add_argument("--model", choices=["ppm", "order0", "uniform"], default="ppm",
+    parser.add_argument("input", nargs="?", help="file to compress ('-' for stdin)")
+    parser.add_argument("output", nargs="?", help="compressed file to write ('-' for stdout)")
+    parser.add_argument("--model", choices=["ppm", "order0", "uniform", "lstm"], default="ppm",
                         help="next-byte model driving the coder (default: ppm)")
+    parser.add_argument("--checkpoint", help="lstm: a checkpoint written by --train-model "
+                        "(its SHA-256 goes into the header; decompress needs the same file)")
+    parser.add_argument("--train-model", metavar="PATH",
+                        help="instead of compressing: train a char-LSTM on the KJV training split "
+                             "(first 90%%) and save it to PATH")
+    parser.add_argument("--train-seconds", type=float, default=600.0,
+                        help="--train-model: CPU-time budget in seconds, one core (default 600)")
+    parser.add_argument("--hidden-size", type=int, default=256, help="--train-model: LSTM width (default 256)")
     parser.add_argument("--order", type=int, default=6, help="ppm: context length in bytes (default 6)")
     parser.add_argument("--discount", type=float, default=0.75, help="ppm: absolute discount (default 0.75)")
     parser.add_argument("--no-exclusion", action="store_true", help="ppm: turn off update exclusion")
@@ -37,6 +49,13 @@ def _write(path, data):
 
 
 def make_model(args):
+    if args.model == "lstm":
+        if not args.checkpoint:
+            raise ValueError("--model lstm needs --checkpoint PATH (train one with --train-model PATH)")
+        from varlens.info.neural import LSTMModel
+        return LSTMModel(args.checkpoint)
+    if args.checkpoint:
+        raise ValueError(f"--checkpoint: only --model lstm takes a checkpoint, got --model {args.model}")
     if args.model == "ppm":
         return PPMModel(order=args.order, discount=args.discount, exclusion=not args.no_exclusion)
     if args.model == "order0":
@@ -44,8 +63,25 @@ def make_model(args):
     return UniformModel()
 
 
+def _train(args) -> int:
+    from varlens.info.neural import kjv_split, train_lstm
+    train, _ = kjv_split()
+    log = None if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
+    r = train_lstm(train, hidden_size=args.hidden_size, cpu_seconds=args.train_seconds,
+                   checkpoint=args.train_model, log=log)
+    if not args.quiet:
+        print(f"saved {args.train_model}: {r['steps']} steps, train {r['train_bpc']:.3f} bpc, "
+              f"cpu {r['cpu_seconds']:.0f} s, sha256 {r['sha256']}", file=sys.stderr)
+    return 0
+
+
 def run(args) -> int:
     from varlens.info.compress import compress
+    if args.train_model:
+        return _train(args)
+    if args.input is None or args.output is None:
+        print("varlens compress: expected INPUT and OUTPUT paths (or --train-model PATH)", file=sys.stderr)
+        return 2
     try:
         data = _read(args.input)
     except OSError as e:
@@ -53,7 +89,7 @@ def run(args) -> int:
         return 2
     try:
         model = make_model(args)
-    except ValueError as e:
+    except (ValueError, FileNotFoundError) as e:
         print(f"varlens compress: {e}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
@@ -64,4 +100,6 @@ def run(args) -> int:
         bpc = 8 * len(blob) / max(len(data), 1)
         print(f"{args.input}: {len(data)} -> {len(blob)} bytes, {bpc:.4f} bits/char "
               f"({model.spec()}, {dt:.1f} s)", file=sys.stderr)
+        if hasattr(model, "size_report"):
+            print(f"model size (needed to decompress too): {model.size_report()}", file=sys.stderr)
     return 0

@@ -10,6 +10,8 @@ from varlens.info.cli_compress import _read, _write
 def add_arguments(parser):
     parser.add_argument("input", help="file written by `varlens compress` ('-' for stdin)")
     parser.add_argument("output", help="where to write the original bytes ('-' for stdout)")
+    parser.add_argument("--checkpoint", help="lstm files: the checkpoint to use instead of the path in the "
+                        "header (it must be the same file: its SHA-256 is checked)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing")
 
 
@@ -22,8 +24,8 @@ def run(args) -> int:
         return 2
     t0 = time.perf_counter()
     try:
-        data = decompress(blob)
-    except ValueError as e:
+        data = decompress(blob, checkpoint=args.checkpoint)
+    except (ValueError, FileNotFoundError) as e:
         print(f"varlens decompress: {args.input}: {e}", file=sys.stderr)
         return 1
     _write(args.output, data)

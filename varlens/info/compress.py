@@ -25,8 +25,13 @@ import numpy as np
 from varlens.info.coding import ArithmeticDecoder, ArithmeticEncoder
 from varlens.info.models import Model, PPMModel, from_spec
 
-__all__ = ["compress", "decompress", "model_code_length", "compare_compressors", "default_corpus",
+__all__ = ["compress", "decompress", "read_header", "model_code_length", "compare_compressors", "default_corpus",
            "MAGIC"]
+
+def single_blas_thread():
+    from varlens.info.neural import single_blas_thread as s   # one BLAS thread while coding
+    return s()
+
 
 MAGIC = b"VLAC"
 VERSION = 1
@@ -49,22 +54,22 @@ def compress(data, model=None, precision=32):
     spec = json.dumps(model.spec(), sort_keys=True).encode("utf-8")
     enc = ArithmeticEncoder(precision)
     encode, freqs, update = enc.encode, model.frequencies, model.update
-    for b in data:
-        f = freqs()
-        total = int(f.sum())
-        lo = int(f[:b].sum())
-        encode(lo, lo + int(f[b]), total)
-        update(b)
+    with single_blas_thread():   # same reduction order as the decoder (neural models)
+        for b in data:
+            f = freqs()
+            total = int(f.sum())
+            lo = int(f[:b].sum())
+            encode(lo, lo + int(f[b]), total)
+            update(b)
     payload = enc.finish()
     header = (MAGIC + struct.pack(">BBH", VERSION, precision, len(spec)) + spec
               + struct.pack(">QI", len(data), zlib.crc32(data)))
     return header + payload
 
 
-def decompress(blob, model=None):
-    """Invert :func:`compress`.  The model is rebuilt from the header unless one is given
-    (needed for models that are not in ``varlens.info.models.MODELS``)."""
-    blob = bytes(blob)
+def read_header(blob):
+    """(model spec dict, original length, crc32, precision, payload offset) of a compressed file."""
+    blob = bytes(blob[:1 << 16])
     if blob[:4] != MAGIC:
         raise ValueError(f"blob: expected a varlens compressed file starting with {MAGIC!r}, got {blob[:4]!r}")
     version, precision, slen = struct.unpack(">BBH", blob[4:8])
@@ -72,22 +77,38 @@ def decompress(blob, model=None):
         raise ValueError(f"blob: expected format version {VERSION}, got {version}")
     spec = json.loads(blob[8:8 + slen].decode("utf-8"))
     n, crc = struct.unpack(">QI", blob[8 + slen:20 + slen])
+    return spec, n, crc, precision, 20 + slen
+
+
+def decompress(blob, model=None, checkpoint=None):
+    """Invert :func:`compress`.  The model is rebuilt from the header unless one is given
+    (needed for models that are not in ``varlens.info.models.MODELS``).  ``checkpoint``
+    replaces the checkpoint path stored in the header of a neural model's file (its SHA-256
+    must still match the header's)."""
+    blob = bytes(blob)
+    spec, n, crc, precision, start = read_header(blob)
     if model is None:
+        if checkpoint is not None:
+            if "checkpoint" not in spec:
+                raise ValueError(f"checkpoint: the file was coded with model {spec.get('name')!r}, "
+                                 "which takes no checkpoint")
+            spec = {**spec, "checkpoint": str(checkpoint)}
         model = from_spec(spec)
     model.reset()
-    dec = ArithmeticDecoder(blob[20 + slen:], precision)
+    dec = ArithmeticDecoder(blob[start:], precision)
     out = bytearray()
     freqs, update = model.frequencies, model.update
-    for _ in range(n):
-        f = freqs()
-        c = np.cumsum(f)
-        total = int(c[-1])
-        t = dec.target(total)
-        b = int(np.searchsorted(c, t, side="right"))
-        lo = int(c[b - 1]) if b else 0
-        dec.consume(lo, int(c[b]), total)
-        update(b)
-        out.append(b)
+    with single_blas_thread():
+        for _ in range(n):
+            f = freqs()
+            c = np.cumsum(f)
+            total = int(c[-1])
+            t = dec.target(total)
+            b = int(np.searchsorted(c, t, side="right"))
+            lo = int(c[b - 1]) if b else 0
+            dec.consume(lo, int(c[b]), total)
+            update(b)
+            out.append(b)
     out = bytes(out)
     if zlib.crc32(out) != crc:
         raise ValueError("blob: CRC mismatch after decoding; the model is not the one used to compress "
@@ -102,10 +123,11 @@ def model_code_length(data, model=None):
     model = _default_model() if model is None else model
     model.reset()
     bits = 0.0
-    for b in bytes(data):
-        f = model.frequencies()
-        bits -= math.log2(int(f[b]) / int(f.sum()))
-        model.update(b)
+    with single_blas_thread():
+        for b in bytes(data):
+            f = model.frequencies()
+            bits -= math.log2(int(f[b]) / int(f.sum()))
+            model.update(b)
     return bits
 
 
@@ -136,6 +158,8 @@ def compare_compressors(data, model=None, check_roundtrip=True):
     if hasattr(model, "_tables"):   # PPM: state built while coding (nothing is stored in the file)
         res["model_contexts"] = sum(len(t) for t in model._tables)
         res["model_counts"] = sum(len(node[1]) for t in model._tables for node in t.values())
+    if hasattr(model, "size_report"):   # neural: the weights the decoder needs as well
+        res["model_size"] = model.size_report()
     if check_roundtrip:
         t0 = time.perf_counter()
         res["roundtrip"] = decompress(blob) == data
@@ -144,32 +168,55 @@ def compare_compressors(data, model=None, check_roundtrip=True):
 
 
 def main(argv=None):
-    """``python -m varlens.info.bench [FILE] [--offset N] [--length N] [--order K]``:
-    print the bits-per-character comparison (default: the whole default corpus)."""
+    """``python -m varlens.info.bench [FILE | --kjv-test] [--offset N] [--length N]
+    [--model ppm|lstm ...] [--checkpoint PATH]``: print the bits-per-character comparison
+    (default: the whole default corpus, the PPM model)."""
     import argparse
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("file", nargs="?", help="text file (default: the text of Python's pydoc_data.topics)")
+    ap.add_argument("--kjv-test", action="store_true",
+                    help="the held-out KJV test text (last 10%%, varlens.info.neural.kjv_split)")
     ap.add_argument("--offset", type=int, default=0)
     ap.add_argument("--length", type=int, default=10 ** 9)
+    ap.add_argument("--model", action="append", choices=["ppm", "lstm"],
+                    help="model(s) to run (repeatable; default ppm)")
+    ap.add_argument("--checkpoint", help="lstm: checkpoint written by varlens.info.neural / `varlens compress --train-model`")
     ap.add_argument("--order", type=int, default=6)
     ap.add_argument("--discount", type=float, default=0.75)
     a = ap.parse_args(argv)
-    if a.file:
+    if a.kjv_test:
+        from varlens.info.neural import kjv_split
+        data, path = kjv_split()[1], "KJV held-out test text (last 10%, varlens.info.neural.kjv_split)"
+    elif a.file:
         with open(a.file, "rb") as fh:
             data, path = fh.read(), a.file
     else:
         data, path = default_corpus()
     data = data[a.offset:a.offset + a.length]
-    r = compare_compressors(data, PPMModel(order=a.order, discount=a.discount))
-    print(f"text: {path} bytes [{a.offset}, {a.offset + len(data)})")
-    for k in ("gzip", "bz2", "xz", "varlens"):
-        print(f"  {k:8s} {r[k]:.4f} bits/char")
-    print(f"  model {r['model']}  encode {r['encode_seconds']:.1f} s  decode {r.get('decode_seconds', 0):.1f} s"
-          f"  round-trip {'OK' if r.get('roundtrip') else 'FAILED'}")
-    if "model_contexts" in r:
-        print(f"  model size: 0 bytes stored (adaptive); state at the end: {r['model_contexts']} contexts, "
-              f"{r['model_counts']} (context, byte) counts")
-    return 0 if r.get("roundtrip", True) else 1
+    print(f"text: {path} bytes [{a.offset}, {a.offset + len(data)})", flush=True)
+    ok = True
+    for i, name in enumerate(a.model or ["ppm"]):
+        if name == "lstm":
+            if not a.checkpoint:
+                ap.error("--model lstm needs --checkpoint PATH")
+            from varlens.info.neural import LSTMModel
+            model = LSTMModel(a.checkpoint)
+        else:
+            model = PPMModel(order=a.order, discount=a.discount)
+        r = compare_compressors(data, model)
+        if i == 0:
+            for k in ("gzip", "bz2", "xz"):
+                print(f"  {k:8s} {r[k]:.4f} bits/char")
+        print(f"  {name:8s} {r['varlens']:.4f} bits/char  encode {r['encode_seconds']:.1f} s  decode "
+              f"{r.get('decode_seconds', 0):.1f} s  round-trip {'OK' if r.get('roundtrip') else 'FAILED'}")
+        print(f"    model {r['model']}")
+        if "model_contexts" in r:
+            print(f"    model size: 0 bytes stored (adaptive); state at the end: {r['model_contexts']} contexts, "
+                  f"{r['model_counts']} (context, byte) counts")
+        if "model_size" in r:
+            print(f"    model size: {r['model_size']}")
+        ok = ok and r.get("roundtrip", True)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

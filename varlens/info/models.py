@@ -268,7 +268,13 @@ MODELS = {
     "order0": lambda: AdaptiveOrder0Model(),
     "ppm": lambda order=6, discount=0.75, exclusion=True: PPMModel(order, discount, exclusion),
     "static": lambda freqs: StaticModel(freqs),
+    "lstm": lambda **kw: _lstm_model(**kw),
 }
+
+
+def _lstm_model(**kw):
+    from varlens.info.neural import LSTMModel   # loaded only when a file names it
+    return LSTMModel(**kw)
 
 
 def from_spec(spec):

@@ -486,6 +486,12 @@ class Lens:
         self._summ.clear()
         self._active = False
 
+    def report(self, direction=None, max_rows=None):
+        """Predicted vs measured second moments as a text table (compare + report.table)."""
+        from varlens.lens.compare import compare
+        from varlens.lens.report import table
+        return table(compare(self), direction=direction, max_rows=max_rows)
+
     def __enter__(self):
         return self
 

@@ -21,7 +21,7 @@ def _f(x, w=10):
 
 def table(rows, direction=None, max_rows=None):
     """A plain-text table (one line per tensor and direction)."""
-    hdr = (f"{'tensor':22s} {'type':11s} {'dir':4s} {'measured':>10s} {'predicted':>10s} {'ratio':>8s} "
+    hdr = (f"{'tensor':22s} {'type':11s} {'dir':8s} {'measured':>10s} {'predicted':>10s} {'ratio':>8s} "
            f"{'interval':>17s} {'rel':>10s}  verdict")
     lines = [hdr, "-" * len(hdr)]
     sel = [r for r in rows if direction is None or r.direction == direction]
@@ -43,7 +43,7 @@ def table(rows, direction=None, max_rows=None):
         sat = r.extra.get("frac_saturated")
         if sat is not None:
             tag += f" sat={sat:.2f}"
-        lines.append(f"{r.key[:22]:22s} {r.type[:11]:11s} {r.direction[:3]:4s} {_f(r.measured)} {_f(pred)} "
+        lines.append(f"{r.key[:22]:22s} {r.type[:11]:11s} {r.direction[:8]:8s} {_f(r.measured)} {_f(pred)} "
                      f"{_f(r.ratio, 8)} {iv:>17s} {_f(r.relative)}  {tag}")
     return "\n".join(lines)
 

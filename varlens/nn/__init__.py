@@ -19,6 +19,7 @@ from varlens.nn.recurrent import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNN
 from varlens.nn.attention import MultiheadAttention  # noqa: F401,E402
 from varlens.nn.transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: F401,E402
                                     TransformerEncoder, TransformerEncoderLayer)
+from varlens.nn.relative import RelativeMultiheadAttention, TransformerXL, TransformerXLLayer  # noqa: F401,E402
 from varlens.nn.conv import Conv1d, Conv2d, ConvTranspose2d  # noqa: F401,E402
 from varlens.nn.pooling import (AdaptiveAvgPool2d, AvgPool2d, MaxPool2d, Upsample,  # noqa: F401,E402
                                 UpsamplingNearest2d)

@@ -15,7 +15,7 @@ from varlens import backend as B
 from varlens.autograd import grad_mode as _gm
 from varlens.autograd.function import Function
 from varlens.nn.parameter import Parameter
-from varlens.tensor import Tensor
+from varlens.tensor import Tensor, parse_to
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 _hook_ids = itertools.count()
@@ -469,18 +469,7 @@ class Module:
     def to(self, *args, **kwargs):
         """Convert floating-point parameters and buffers to a dtype (in place, keeping the same
         Parameter objects).  Devices other than 'cpu' are refused."""
-        dtype = kwargs.get("dtype")
-        for a in args:
-            if isinstance(a, Tensor):
-                dtype = a.dtype
-            elif isinstance(a, str) or a is None:
-                if a is not None and not str(a).startswith("cpu"):
-                    raise RuntimeError(f"to(): device {a!r} is not available; varlens runs on the CPU")
-            else:
-                dtype = a
-        dev = kwargs.get("device")
-        if dev is not None and not str(dev).startswith("cpu"):
-            raise RuntimeError(f"to(): device {dev!r} is not available; varlens runs on the CPU")
+        dtype = parse_to(args, kwargs)
         if dtype is None:
             return self
         dt = B.to_dtype(dtype)

@@ -21,6 +21,7 @@ from varlens.ops.linalg import bmm, dot, matmul, mm, outer
 from varlens.ops.reduce import (all, amax, amin, any, argmax, argmin, cumsum, logsumexp, max, mean,
                                 min, norm, prod, softmax, log_softmax, std, std_mean, sum, var,
                                 var_mean)
+from varlens.ops.sort import argsort, sort, topk
 from varlens.ops.shape import (broadcast_to, cat, chunk, concat, concatenate, expand, expand_as,
                                flatten, flip, movedim, permute, repeat, reshape, split, squeeze,
                                stack, swapaxes, t, transpose, unbind, unflatten, unsqueeze, view,
@@ -112,7 +113,7 @@ _METHODS = {
     "sum": sum, "mean": mean, "var": var, "std": std, "max": max, "min": min, "amax": amax,
     "amin": amin, "argmax": argmax, "argmin": argmin, "logsumexp": logsumexp, "prod": prod,
     "softmax": softmax, "log_softmax": log_softmax, "cumsum": cumsum, "norm": norm,
-    "all": all, "any": any,
+    "all": all, "any": any, "sort": sort, "argsort": argsort, "topk": topk,
     # shapes
     "reshape": _size_args(reshape), "view": _size_args(reshape), "view_as": view_as,
     "permute": _size_args(permute), "transpose": transpose, "swapaxes": transpose, "t": t,

@@ -431,20 +431,27 @@ class MaxPool2dFn(Function):
         kh, kw = kernel_size
         Ho, Wo, pads = _pool_geometry(x, kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d")
         xpd = _pad(x, pads, -xp.inf) if x.dtype.kind == "f" else _pad(x, pads, xp.iinfo(x.dtype).min)
-        idx = xp.zeros((x.shape[0], x.shape[1], Ho, Wo), dtype=xp.int16)
-        m = None
-        for i in range(kh):
-            si = _window(i, dilation[0], stride[0], Ho)
-            for j in range(kw):
-                v = xpd[:, :, si, _window(j, dilation[1], stride[1], Wo)]
-                if m is None:
-                    m = v.copy()
-                    continue
-                upd = v > m
-                if x.dtype.kind == "f":
-                    upd |= v != v  # a NaN wins (and propagates), as in PyTorch
-                xp.copyto(m, v, where=upd)
-                xp.copyto(idx, i * kw + j, where=upd)
+        vs = [xpd[:, :, _window(i, dilation[0], stride[0], Ho), _window(j, dilation[1], stride[1], Wo)]
+              for i in range(kh) for j in range(kw)]
+        K = len(vs)
+        m = vs[0].copy() if K == 1 else xp.maximum(vs[0], vs[1])
+        for v in vs[2:]:
+            xp.maximum(m, v, out=m)  # NaN propagates, as in PyTorch
+        dt = xp.int8 if K <= 127 else xp.int16
+        if x.dtype.kind == "f" and bool(xp.isnan(m).any()):
+            # NaN somewhere: the index is the first NaN of a window that has one (PyTorch's rule)
+            idx = xp.zeros(m.shape, dtype=dt)
+            best = vs[0].copy()
+            for k in range(1, K):
+                upd = (vs[k] > best) | (vs[k] != vs[k])
+                upd &= best == best
+                xp.copyto(best, vs[k], where=upd)
+                xp.copyto(idx, k, where=upd)
+        else:
+            # index of the first window entry equal to the max: count the leading entries that differ
+            idx = (vs[0] != m).astype(dt)
+            for k in range(1, K - 1):
+                idx += (idx == k) & (vs[k] != m)
         self.idx = idx
         self.geom = (x.shape, xpd.shape, kernel_size, stride, dilation, pads, Ho, Wo)
         return m

@@ -1,0 +1,79 @@
+"""PyTorch habits that must carry over: devices, cuda queries, save/load, sort/topk."""
+import numpy as np
+import pytest
+import torch
+
+import varlens as vl
+from varlens.autograd import gradcheck
+
+from conftest import assert_close, to_torch
+
+
+def test_device_idiom_runs_on_cpu():
+    dev = vl.device("cuda" if vl.cuda.is_available() else "cpu")
+    assert str(dev) == "cpu" and vl.cuda.device_count() == 0
+    x = vl.randn(3).to(dev)
+    m = vl.nn.Linear(3, 2).to(dev)
+    assert m(x).shape == (2,) and x.device == dev
+    for bad in ("cuda", vl.device("cuda:0")):
+        with pytest.raises(RuntimeError, match="is not available; varlens runs on the CPU"):
+            x.to(bad)
+    with pytest.raises(RuntimeError, match="'cuda' is not available"):
+        m.to(device="cuda")
+
+
+def test_save_load_round_trip_and_refuses_corruption(tmp_path):
+    m = vl.nn.Sequential(vl.nn.Linear(4, 3), vl.nn.ReLU(), vl.nn.Linear(3, 2))
+    opt = vl.optim.Adam(m.parameters(), lr=0.1)
+    m(vl.randn(5, 4)).sum().backward()
+    opt.step()
+    p = tmp_path / "ck.pt"
+    vl.save({"model": m.state_dict(), "opt": opt.state_dict(), "epoch": 3, "note": "x"}, p)
+    ck = vl.load(p)
+    m2 = vl.nn.Sequential(vl.nn.Linear(4, 3), vl.nn.ReLU(), vl.nn.Linear(3, 2))
+    m2.load_state_dict(ck["model"])
+    x = vl.randn(2, 4)
+    assert np.array_equal(m(x).detach().numpy(), m2(x).detach().numpy())
+    assert ck["epoch"] == 3 and ck["note"] == "x"
+    opt2 = vl.optim.Adam(m2.parameters(), lr=0.1)
+    opt2.load_state_dict(ck["opt"])
+    assert opt2.state_dict()["param_groups"] == opt.state_dict()["param_groups"]
+    raw = bytearray(p.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(bytes(raw))
+    with pytest.raises(RuntimeError, match="corrupted"):
+        vl.load(bad)
+    with pytest.raises(RuntimeError, match="does not exist"):
+        vl.load(tmp_path / "missing.pt")
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_sort_matches_torch(descending, dim):
+    a = np.random.default_rng(0).standard_normal((4, 5))
+    x = vl.tensor(a, dtype=vl.float64, requires_grad=True)
+    tx = to_torch(x)
+    v, i = vl.sort(x, dim=dim, descending=descending)
+    tv, ti = torch.sort(tx, dim=dim, descending=descending)
+    assert_close(v, tv)
+    assert np.array_equal(i.numpy(), ti.numpy())
+    w = np.random.default_rng(1).standard_normal(v.shape)
+    (v * vl.tensor(w)).sum().backward()
+    (tv * torch.from_numpy(w)).sum().backward()
+    assert_close(x.grad, tx.grad)
+    assert np.array_equal(x.argsort(dim, descending=descending).numpy(),
+                          torch.argsort(tx, dim, descending=descending).numpy())
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_matches_torch_and_gradcheck(largest):
+    a = np.random.default_rng(2).standard_normal((3, 6))
+    x = vl.tensor(a, dtype=vl.float64, requires_grad=True)
+    v, i = x.topk(3, dim=1, largest=largest)
+    tv, ti = torch.topk(to_torch(x), 3, dim=1, largest=largest)
+    assert_close(v, tv)
+    assert np.array_equal(i.numpy(), ti.numpy())
+    gradcheck(lambda t: vl.topk(t, 2, largest=largest).values, (x,))
+    with pytest.raises(RuntimeError, match=r"k \(7\) must be between 0 and the size of dimension 1 \(6\)"):
+        x.topk(7)

@@ -22,7 +22,11 @@ import subprocess
 import sys
 import time
 
-import numpy as np
+for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    # one thread for both libraries (as the other benchmarks): the machine is shared
+    os.environ[_v] = os.environ.get("VARLENS_BENCH_THREADS", "1")
+
+import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SECTION = "## GPT training step and generation (bench_gpt.py)"
@@ -207,6 +211,10 @@ def machine():
     return f"{name}, {os.cpu_count()} cores"
 
 
+def _load():
+    return ", ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--write", action="store_true")
@@ -218,6 +226,7 @@ def main():
         peak_memory_child(a.memory_child)
         return
     import torch
+    load0 = _load()
     rates = {"varlens": [], "torch": []}
     for _ in range(a.rounds):  # interleave rounds: the machine is shared
         for lib in rates:
@@ -231,7 +240,8 @@ def main():
     ]
     lines = [SECTION, "",
              f"Measured {datetime.date.today()} on {machine()}, PyTorch {torch.__version__}, "
-             f"`python benchmarks/bench_gpt.py --write` (median of {a.rounds} interleaved rounds of {a.steps} steps).",
+             f"`python benchmarks/bench_gpt.py --write` (median of {a.rounds} interleaved rounds of {a.steps} steps); "
+             f"load average before / after: {load0} / {_load()} (the machine is shared: 2 cores).",
              "", "| workload | varlens | PyTorch | ratio |", "|---|---|---|---|"]
     for name, x, y in rows:
         lines.append(f"| {name} | {x:.2f} | {y:.2f} | {x / y:.2f} |")

@@ -75,6 +75,9 @@ def torch_gpt(V, T, n_layer, n_head, d):
     return TGPT()
 
 
+STRIDE = [32]
+
+
 def batches(ids, steps, batch, T, seed):
     rng = np.random.default_rng(seed)
     for _ in range(steps):
@@ -88,11 +91,31 @@ def lr_at(step, steps, lr, warmup=50):
     return lr * min(1.0, (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / steps)))
 
 
-def windows(ids, T):
-    n = (len(ids) - 1) // T
-    x = ids[:n * T].reshape(n, T)
-    y = ids[1:n * T + 1].reshape(n, T)
-    return x, y
+def windows(ids, T, stride=None):
+    """Evaluation windows of T characters every ``stride`` characters, and a (n, T) weight mask
+    that scores each character once: all of the first window, then only the last ``stride``
+    positions of each later window, so every scored character has at least T - stride
+    characters of context (stride = T: disjoint windows)."""
+    stride = stride or T
+    starts = np.arange(0, len(ids) - T - 1, stride)
+    x = np.stack([ids[s:s + T] for s in starts])
+    y = np.stack([ids[s + 1:s + T + 1] for s in starts])
+    w = np.zeros((len(starts), T))
+    w[:, T - stride:] = 1.0
+    w[0] = 1.0
+    return x, y, w
+
+
+def eval_nats(logits_fn, va, T, stride):
+    x, y, w = windows(va, T, stride)
+    tot = 0.0
+    for i in range(0, len(x), 256):
+        lg = logits_fn(x[i:i + 256]).astype(np.float64)
+        lg = lg - lg.max(-1, keepdims=True)
+        lp = lg - np.log(np.exp(lg).sum(-1, keepdims=True))
+        nll = -np.take_along_axis(lp, y[i:i + 256][..., None], -1)[..., 0]
+        tot += (nll * w[i:i + 256]).sum()
+    return tot / w.sum()
 
 
 def train_gpt_varlens(cfg, tr, va, steps, batch, lr, seed):
@@ -111,13 +134,9 @@ def train_gpt_varlens(cfg, tr, va, steps, batch, lr, seed):
         opt.step()
     sec = time.perf_counter() - t0
     m.eval()
-    xv, yv = windows(va, cfg.block_size)
-    tot = 0.0
     with vl.no_grad():
-        for i in range(0, len(xv), 256):
-            _, l = m(vl.tensor(xv[i:i + 256]), vl.tensor(yv[i:i + 256]))
-            tot += float(l) * len(xv[i:i + 256])
-    return tot / len(xv), sec, init, m
+        loss = eval_nats(lambda x: m(vl.tensor(x)).numpy(), va, cfg.block_size, STRIDE[0])
+    return loss, sec, init, m
 
 
 def train_gpt_torch(cfg, init, tr, va, steps, batch, lr, seed):
@@ -137,14 +156,9 @@ def train_gpt_torch(cfg, init, tr, va, steps, batch, lr, seed):
         opt.step()
     sec = time.perf_counter() - t0
     m.eval()
-    xv, yv = windows(va, cfg.block_size)
     with torch.no_grad():
-        tot = 0.0
-        for i in range(0, len(xv), 256):
-            lg = m(torch.from_numpy(xv[i:i + 256]))
-            tot += float(torch.nn.functional.cross_entropy(lg.reshape(-1, cfg.vocab_size),
-                                                           torch.from_numpy(yv[i:i + 256]).reshape(-1))) * len(xv[i:i + 256])
-    return tot / len(xv), sec
+        loss = eval_nats(lambda x: m(torch.from_numpy(x)).numpy(), va, cfg.block_size, STRIDE[0])
+    return loss, sec
 
 
 def lstm_hidden_for(n_params, V):
@@ -154,20 +168,26 @@ def lstm_hidden_for(n_params, V):
     return best
 
 
-def run(steps=1000, chars=1_000_000, batch=32, T=64, d=64, n_layer=2, n_head=4, lr=3e-3, seed=0, log=print):
+def run(steps=1000, chars=1_000_000, batch=32, T=64, d=64, n_layer=2, n_head=4, lr=3e-3, seed=0, log=print,
+        torch_run=True, lstm_run=True, stride=32):
+    STRIDE[0] = stride
     text = load_english(max_chars=chars)
     vocab = CharVocab(text)
     train_txt, val_txt = split_text(text, 0.05)
     tr, va = vocab.encode(train_txt), vocab.encode(val_txt)
     cfg = GPTConfig(vocab_size=vocab.size, block_size=T, n_layer=n_layer, n_head=n_head, n_embd=d)
-    res = {"steps": steps, "batch": batch, "context": T, "chars": len(text)}
+    res = {"steps": steps, "batch": batch, "context": T, "chars": len(text), "n_layer": n_layer, "n_embd": d,
+           "eval_stride": stride, "lr": lr}
     vloss, vsec, init, m = train_gpt_varlens(cfg, tr, va, steps, batch, lr, seed)
     n_gpt = sum(p.numel() for p in m.parameters())
     res.update(gpt_params=n_gpt, gpt_val_nats=vloss, gpt_seconds=vsec)
     log(f"varlens GPT ({n_gpt} params): val {vloss:.4f} nats/char in {vsec:.0f} s")
-    tloss, tsec = train_gpt_torch(cfg, init, tr, va, steps, batch, lr, seed)
-    res.update(torch_val_nats=tloss, torch_seconds=tsec)
-    log(f"PyTorch GPT: val {tloss:.4f} nats/char in {tsec:.0f} s  (difference {vloss - tloss:+.4f})")
+    if torch_run:
+        tloss, tsec = train_gpt_torch(cfg, init, tr, va, steps, batch, lr, seed)
+        res.update(torch_val_nats=tloss, torch_seconds=tsec)
+        log(f"PyTorch GPT: val {tloss:.4f} nats/char in {tsec:.0f} s  (difference {vloss - tloss:+.4f})")
+    if not lstm_run:
+        return res
     H = lstm_hidden_for(n_gpt, vocab.size)
     r = train_char_lm(text, vocab=vocab, hidden_size=H, seq_len=T, batch_size=batch, max_steps=steps,
                       epochs=1000, lr=lr, clip=1.0, val_fraction=0.05, seed=seed)
@@ -183,9 +203,16 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--chars", type=int, default=1_000_000)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--d", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--stride", type=int, default=32, help="evaluation stride (64 = disjoint windows)")
+    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--no-lstm", action="store_true")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
-    res = run(steps=a.steps, chars=a.chars)
+    res = run(steps=a.steps, chars=a.chars, n_layer=a.layers, d=a.d, lr=a.lr, stride=a.stride,
+              torch_run=not a.no_torch, lstm_run=not a.no_lstm, log=lambda *s: print(*s, flush=True))
     print(json.dumps(res, indent=1))
     if a.json:
         with open(a.json, "w") as f:

@@ -77,3 +77,50 @@ def test_topk_matches_torch_and_gradcheck(largest):
     gradcheck(lambda t: vl.topk(t, 2, largest=largest).values, (x,))
     with pytest.raises(RuntimeError, match=r"k \(7\) must be between 0 and the size of dimension 1 \(6\)"):
         x.topk(7)
+
+
+FUNCS = [
+    ("tril", lambda m, a: m.tril(a, -1)), ("triu", lambda m, a: m.triu(a, 1)),
+    ("diag_of_matrix", lambda m, a: m.diag(a, 1)), ("diag_embed_vector", lambda m, a: m.diag(m.diag(a), -1)),
+    ("roll", lambda m, a: m.roll(a, (1, 2), (0, 1))), ("roll_flat", lambda m, a: m.roll(a, 3)),
+    ("repeat_interleave", lambda m, a: a.repeat_interleave(2, dim=1)),
+    ("linalg_norm", lambda m, a: m.linalg.norm(a)),
+]
+
+
+@pytest.mark.parametrize("name,f", FUNCS, ids=[n for n, _ in FUNCS])
+def test_misc_functions_match_torch_and_gradcheck(name, f):
+    a = np.random.default_rng(4).standard_normal((4, 5))
+    x = vl.tensor(a, dtype=vl.float64, requires_grad=True)
+    tx = to_torch(x)
+    out, tout = f(vl, x), f(torch, tx)
+    assert_close(out, tout, what=name)
+    w = np.random.default_rng(5).standard_normal(out.shape)
+    (out * vl.tensor(w)).sum().backward()
+    (tout * torch.from_numpy(w)).sum().backward()
+    assert_close(x.grad, tx.grad, what=f"{name} grad")
+    x.grad = None
+    gradcheck(lambda t: f(vl, t), (x,))
+
+
+@pytest.mark.parametrize("indexing", ["ij", "xy"])
+def test_meshgrid_unique_nonzero_match_torch(indexing):
+    a, b = [0, 1], [5, 6, 7]
+    for g, tg in zip(vl.meshgrid(vl.tensor(a), vl.tensor(b), indexing=indexing),
+                     torch.meshgrid(torch.tensor(a), torch.tensor(b), indexing=indexing)):
+        assert g.tolist() == tg.tolist()
+    v = [3, 1, 3, 0]
+    u, inv, c = vl.unique(vl.tensor(v), return_inverse=True, return_counts=True)
+    tu, tinv, tc = torch.unique(torch.tensor(v), return_inverse=True, return_counts=True)
+    assert (u.tolist(), inv.tolist(), c.tolist()) == (tu.tolist(), tinv.tolist(), tc.tolist())
+    assert vl.tensor(v).nonzero().tolist() == torch.tensor(v).nonzero().tolist()
+    assert [t.tolist() for t in vl.where(vl.tensor(v) > 1)] == [t.tolist() for t in torch.where(torch.tensor(v) > 1)]
+
+
+def test_inplace_unary_ops_and_constants():
+    x = vl.tensor([0.5, 1.0, 2.0])
+    y = x.clone().exp_().log_().sqrt_()
+    assert np.allclose(y.numpy(), np.sqrt([0.5, 1.0, 2.0]), rtol=1e-6)
+    assert vl.tensor([-1.0, 2.0]).relu_().tolist() == [0.0, 2.0]
+    assert vl.inf == float("inf") and abs(vl.pi - 3.14159265) < 1e-8
+    assert vl.finfo(vl.float32).eps == torch.finfo(torch.float32).eps

@@ -242,3 +242,14 @@ def test_conv_errors_name_the_argument(call, match):
     w = vl.randn(4, 3, 3, 3)
     with pytest.raises((ValueError, RuntimeError, TypeError), match=match):
         call(x, w)
+
+
+@pytest.mark.parametrize("l", [1, 3, 5])
+def test_output_size_claims_of_section_5_2_6(l):
+    """Seed 003 §5.2.6: a valid l x l filter maps h x w to (h-l+1) x (w-l+1); same padding
+    (l-1)/2 keeps h x w."""
+    x = vl.randn(1, 1, 11, 8)
+    w = vl.randn(1, 1, l, l)
+    assert tuple(C.conv2d(x, w).shape[2:]) == (11 - l + 1, 8 - l + 1)
+    assert tuple(C.conv2d(x, w, padding=(l - 1) // 2).shape[2:]) == (11, 8)
+    assert tuple(C.conv2d(x, w, padding="same").shape[2:]) == (11, 8)

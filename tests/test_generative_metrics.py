@@ -52,3 +52,18 @@ def test_mode_coverage_counts():
     r = mode_coverage(pts, c, 0.3)
     assert r["covered"] == 3 and list(r["counts"][:3]) == [100, 100, 100] and r["counts"][3:].sum() == 0
     assert r["high_quality"] == pytest.approx(300 / 350)
+
+
+def test_recipes_run_end_to_end_on_tiny_budgets(tmp_path):
+    import json
+    import os
+    from varlens.generative.experiments import diffusion_2d, gan_ring, main
+    r = diffusion_2d("ring", steps=10, T=20, batch_size=64, hidden=(16,), n_eval=100, ddim_steps=5,
+                     out=str(tmp_path / "d"))
+    saved = json.load(open(tmp_path / "d" / "metrics.json"))
+    assert saved["ddim_energy"] == pytest.approx(r["ddim_energy"]) and saved["floor_energy"] >= 0
+    assert os.path.getsize(tmp_path / "d" / "samples.png") > 1000 and 0 <= r["ddim_modes"] <= 8
+    h = gan_ring(["baseline"], steps=10, batch_size=32, out=str(tmp_path / "g"), log_every=5)
+    assert [x["step"] for x in h["baseline"]] == [5, 10]
+    assert os.path.exists(tmp_path / "g" / "samples.png")
+    assert main(["no-such-recipe"]) == 2

@@ -170,3 +170,17 @@ def test_info_and_stats_claims_are_in_varlens_check():
     assert REGISTRY["info.003-82"].corrected   # the notes' Student-t value is wrong as printed
     bad = _wrap(lambda seed=0: {"ok": False, "measured": (1, 2), "expected": 3.0, "detail": "x"})()
     assert not bad.passed and bad.expected == 3.0 and bad.measured != bad.measured and "(1, 2)" in bad.note
+
+
+def test_cli_train_model_then_compress(tmp_path, capsys):
+    ck, src, z, out = tmp_path / "m.npz", tmp_path / "a.txt", tmp_path / "a.vlac", tmp_path / "b.txt"
+    assert cli_main(["compress", "--train-model", str(ck), "--train-seconds", "0.5", "--hidden-size", "16"]) == 0
+    assert "sha256" in capsys.readouterr().err
+    _, vocab, cfg = load_checkpoint(str(ck))
+    train = kjv_split()[0]
+    assert cfg["hidden_size"] == 16 and cfg["steps"] >= 1 and cfg["data_bytes"] == len(train)
+    assert vocab == bytes(sorted(set(train)))           # trained on the training split's bytes
+    src.write_bytes("And Jesus wept. — Ünïcode\n".encode("utf-8"))
+    assert cli_main(["compress", str(src), str(z), "--model", "lstm", "--checkpoint", str(ck), "-q"]) == 0
+    assert cli_main(["decompress", str(z), str(out), "-q"]) == 0
+    assert out.read_bytes() == src.read_bytes()

@@ -194,3 +194,22 @@ def test_vae_learns_and_conditional_vae_uses_labels():
     assert s1[:, 6:].mean() > 0.85 and s1[:, :6].mean() < 0.15
     with pytest.raises(ValueError, match="pass the labels"):
         net.encode(xs)
+
+
+def test_naive_prior_sampling_is_unbiased_but_far_noisier():
+    # §10.1: p(x) = E_{p(z)} p(x|z) is unbiased with z from the prior, but its variance is much
+    # larger than importance sampling with a posterior-like proposal (here the exact one)
+    m = LinearGaussian(seed=2)
+    x = np.array([[1.0, -2.0, 0.5, 1.5]])
+    px = math.exp(m.log_px(x)[0])
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal((200_000, 2))
+    lik = np.exp(log_likelihood(T(np.repeat(x, len(z), 0)), m.decode(T(z)), "gaussian", m.s)._data)
+    assert lik.mean() == pytest.approx(px, rel=0.1)
+    mean, logvar, _ = m.posterior(x)
+    zq = mean + np.exp(0.5 * logvar) * rng.standard_normal((200_000, 2))
+    logw = log_likelihood(T(np.repeat(x, len(zq), 0)), m.decode(T(zq)), "gaussian", m.s)._data \
+        - 0.5 * (zq ** 2).sum(1) + 0.5 * (((zq - mean) ** 2) * np.exp(-logvar)).sum(1) + 0.5 * logvar.sum()
+    w = np.exp(logw)
+    assert w.mean() == pytest.approx(px, rel=1e-8)
+    assert lik.std() > 100 * w.std() + 1e-300 and lik.std() / px > 1.0

@@ -19,6 +19,12 @@ from varlens.creation import (arange, as_tensor, bernoulli, empty, empty_like, e
 from varlens.random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from varlens import autograd
 from varlens import cuda  # noqa: F401  (cuda.is_available() is False)
+import varlens.linalg as linalg  # noqa: E402  (torch.linalg; replaces the ops.linalg name star-imported above)
+import math as _math
+import numpy as _np
+
+inf, nan, pi, e = _math.inf, _math.nan, _math.pi, _math.e
+finfo, iinfo = _np.finfo, _np.iinfo
 from varlens.serialization import load, save  # noqa: F401  (safe torch.save/torch.load)
 from varlens.autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from varlens import nn  # noqa: E402  (varlens.nn.Linear, as torch.nn)

@@ -328,6 +328,42 @@ class Tensor:
     def lerp_(self, end, weight):
         return self.add_((end - self) * weight)
 
+    def _unary_(self, name, ufunc):
+        fn = getattr(_ops, name)
+        return self._inplace(lambda: fn(self), lambda a: ufunc(a, out=a))
+
+    def exp_(self):
+        return self._unary_("exp", xp.exp)
+
+    def log_(self):
+        return self._unary_("log", xp.log)
+
+    def sqrt_(self):
+        return self._unary_("sqrt", xp.sqrt)
+
+    def abs_(self):
+        return self._unary_("abs", xp.abs)
+
+    def neg_(self):
+        return self._unary_("neg", xp.negative)
+
+    def tanh_(self):
+        return self._unary_("tanh", xp.tanh)
+
+    def sin_(self):
+        return self._unary_("sin", xp.sin)
+
+    def cos_(self):
+        return self._unary_("cos", xp.cos)
+
+    def relu_(self):
+        return self._inplace(lambda: _ops.relu(self), lambda a: xp.maximum(a, 0, out=a))
+
+    def sigmoid_(self):
+        def f(a):
+            a[...] = 1.0 / (1.0 + xp.exp(-a))
+        return self._inplace(lambda: _ops.sigmoid(self), f)
+
     def clamp_(self, min=None, max=None):  # noqa: A002
         return self._inplace(lambda: _ops.clamp(self, min, max),
                              lambda a: xp.clip(a, min, max, out=a))

@@ -228,13 +228,14 @@ class GaussianDiffusion:
     def p_sample(self, model, xt, t, generator=None, model_kwargs=None, clip=None):
         """One ancestral step x_t -> x_{t-1} ~ N(mu_theta(x_t, t), sigma_t^2) (no noise at t = 1).
         ``t`` is a Python int (all examples share it)."""
-        tt = np.full((xt.shape[0],), int(t), dtype=np.int64)
+        t = int(t)
+        tt = np.full((xt.shape[0],), t, dtype=np.int64)
         eps = model(xt, Tensor._make(tt), **(model_kwargs or {}))
         if clip is not None:
-            x0 = self.predict_x0(xt, tt, eps).clamp(-clip, clip)
-            mean = self._col(self.posterior_mean_coef0, tt, xt) * x0 + self._col(self.posterior_mean_coeft, tt, xt) * xt
-        else:
-            mean = self.mean_from_eps(xt, tt, eps)
+            x0 = ((xt - float(self.sqrt_1mab[t]) * eps) * (1.0 / float(self.sqrt_ab[t]))).clamp(-clip, clip)
+            mean = float(self.posterior_mean_coef0[t]) * x0 + float(self.posterior_mean_coeft[t]) * xt
+        else:  # one shared t: Python-float coefficients, no per-example gathers
+            mean = (xt - float(self._eps_coef[t]) * eps) * float(self._inv_sqrt_alpha[t])
         if t == 1:
             return mean
         return mean + float(self.sigmas[t]) * randn(*xt.shape, generator=generator, dtype=xt.dtype)

@@ -69,7 +69,10 @@ def frechet_distance(mu1, cov1, mu2, cov2):
     if mu1.shape != mu2.shape or c1.shape != c2.shape or c1.shape != (mu1.size, mu1.size):
         raise ValueError(f"frechet_distance: shapes must be mu (d,), cov (d, d) for both; got {mu1.shape}, "
                          f"{c1.shape}, {mu2.shape}, {c2.shape}")
-    covmean = linalg.sqrtm(c1 @ c2)
+    import warnings
+    with warnings.catch_warnings():  # features with dead units give singular covariances; sqrtm copes
+        warnings.simplefilter("ignore", getattr(linalg, "LinAlgWarning", RuntimeWarning))
+        covmean = linalg.sqrtm(c1 @ c2)
     if not np.isfinite(covmean).all():
         off = np.eye(len(c1)) * 1e-6
         covmean = linalg.sqrtm((c1 + off) @ (c2 + off))

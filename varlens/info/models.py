@@ -13,7 +13,11 @@ The interface, :class:`Model`, is a byte-level next-symbol predictor with state:
 Encoder and decoder call exactly the same sequence of ``frequencies``/``update``, so any
 model whose outputs are a deterministic function of the history round-trips exactly.
 
-**Plugging in a neural character model** (the LSTM/GPT of the sequence issues): wrap a
+**The trained char-LSTM** is :class:`varlens.info.neural.LSTMModel` (registered here as
+``"lstm"``): it steps the recurrent state one byte at a time instead of recomputing the
+prefix, and has an escape for bytes outside its vocabulary.
+
+**Plugging in another neural character model** (e.g. the GPT): wrap a
 function that maps the history (bytes) to a float64 probability vector over the 256 byte
 values in :class:`ProbabilityModel`.  It quantises with :func:`quantize`
 (``1 + floor(p * (total - 256))`` in float64, so every byte keeps frequency >= 1 and the

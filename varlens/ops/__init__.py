@@ -22,6 +22,8 @@ from varlens.ops.reduce import (all, amax, amin, any, argmax, argmin, cumsum, lo
                                 min, norm, prod, softmax, log_softmax, std, std_mean, sum, var,
                                 var_mean)
 from varlens.ops.sort import argsort, sort, topk
+from varlens.ops.misc import (baddbmm, diag, diagonal, meshgrid, nonzero, repeat_interleave, roll,
+                              tril, triu, unique)
 from varlens.ops.shape import (broadcast_to, cat, chunk, concat, concatenate, expand, expand_as,
                                flatten, flip, movedim, permute, repeat, reshape, split, squeeze,
                                stack, swapaxes, t, transpose, unbind, unflatten, unsqueeze, view,
@@ -114,6 +116,8 @@ _METHODS = {
     "amin": amin, "argmax": argmax, "argmin": argmin, "logsumexp": logsumexp, "prod": prod,
     "softmax": softmax, "log_softmax": log_softmax, "cumsum": cumsum, "norm": norm,
     "all": all, "any": any, "sort": sort, "argsort": argsort, "topk": topk,
+    "tril": tril, "triu": triu, "diag": diag, "diagonal": diagonal, "roll": roll,
+    "repeat_interleave": repeat_interleave, "nonzero": nonzero, "unique": unique,
     # shapes
     "reshape": _size_args(reshape), "view": _size_args(reshape), "view_as": view_as,
     "permute": _size_args(permute), "transpose": transpose, "swapaxes": transpose, "t": t,

@@ -613,8 +613,12 @@ def minimum(a, b):
     return Minimum.apply(*_promote(a, b))
 
 
-def where(cond, a, b):
+def where(cond, a=None, b=None):
+    """where(cond, a, b) picks elementwise; where(cond) alone is nonzero(cond, as_tuple=True)."""
     from varlens.tensor import Tensor
+    if a is None and b is None:
+        from varlens.ops.misc import nonzero
+        return nonzero(cond, as_tuple=True)
     c = cond._data if isinstance(cond, Tensor) else xp.asarray(cond)
     if c.dtype != bool:
         raise TypeError(f"where: condition must be a bool tensor, got dtype {c.dtype}")

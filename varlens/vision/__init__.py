@@ -6,7 +6,7 @@
                 Example 5.2.3), 5x5 against two stacked 3x3 filters (Example 5.3.1)
 * grid:         image grids
 
-Run them from the shell with ``varlens cnn fgsm|pgd|degradation|filters|edge|params --out DIR``.
+Run them from the shell with ``varlens cnn fgsm|degradation|filters|edge|params --out DIR`` (fgsm runs PGD too).
 """
 from varlens.vision.attacks import accuracy_under_attack, fgsm, pgd  # noqa: F401
 from varlens.vision.grid import save_image_grid  # noqa: F401

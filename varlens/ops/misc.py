@@ -1,0 +1,139 @@
+"""Smaller tensor functions PyTorch users reach for: triangles, diagonals, rolls, grids,
+repeat_interleave, nonzero/unique.  Differentiable ones are built from existing ops
+(masks, gathers, concatenation), so their gradients come from those ops' backward."""
+from __future__ import annotations
+
+from varlens.backend import xp
+
+
+def _T():
+    from varlens.tensor import Tensor
+    return Tensor
+
+
+def _check_2d(x, op):
+    if x.ndim < 2:
+        raise RuntimeError(f"{op}: expected a tensor with at least 2 dimensions, got shape {tuple(x.shape)}")
+
+
+def tril(x, diagonal=0):
+    """Lower triangle (the rest zeroed); gradient passes only through the kept entries."""
+    from varlens.ops.elementwise import mul
+    _check_2d(x, "tril")
+    m = xp.tril(xp.ones(x.shape[-2:], dtype=bool), k=diagonal)
+    return mul(x, _T()._make(m.astype(x.dtype)))
+
+
+def triu(x, diagonal=0):
+    from varlens.ops.elementwise import mul
+    _check_2d(x, "triu")
+    m = xp.triu(xp.ones(x.shape[-2:], dtype=bool), k=diagonal)
+    return mul(x, _T()._make(m.astype(x.dtype)))
+
+
+def diag(x, diagonal=0):
+    """1-D -> a square matrix with x on the given diagonal; 2-D -> that diagonal as 1-D."""
+    from varlens.ops.index import getitem, index_put
+    if x.ndim == 1:
+        n = x.shape[0] + abs(diagonal)
+        out = _T()._make(xp.zeros((n, n), dtype=x.dtype))
+        i = xp.arange(x.shape[0])
+        rows, cols = (i, i + diagonal) if diagonal >= 0 else (i - diagonal, i)
+        return index_put(out, (rows, cols), x)
+    if x.ndim == 2:
+        r, c = x.shape
+        if diagonal >= 0:
+            k = max(0, min(r, c - diagonal))
+            rows, cols = xp.arange(k), xp.arange(k) + diagonal
+        else:
+            k = max(0, min(r + diagonal, c))
+            rows, cols = xp.arange(k) - diagonal, xp.arange(k)
+        return getitem(x, (rows, cols))
+    raise RuntimeError(f"diag: expected a 1-D or 2-D tensor, got shape {tuple(x.shape)}")
+
+
+def diagonal(x, offset=0, dim1=0, dim2=1):
+    from varlens.ops.shape import movedim
+    if (dim1, dim2) != (0, 1):
+        x = movedim(movedim(x, dim1, 0), dim2 if dim2 > dim1 else dim2 + 1, 1)
+    if x.ndim == 2:
+        return diag(x, offset)
+    raise RuntimeError("diagonal: only 2-D inputs are supported")
+
+
+def roll(x, shifts, dims=None):
+    """Cyclic shift; built from slicing and cat, so the gradient rolls back."""
+    from varlens.ops.shape import cat, flatten, reshape
+    if dims is None:
+        return reshape(roll(flatten(x), shifts, 0), tuple(x.shape))
+    if isinstance(shifts, (tuple, list)):
+        for s, d in zip(shifts, dims):
+            x = roll(x, s, d)
+        return x
+    d = dims[0] if isinstance(dims, (tuple, list)) else dims
+    d %= x.ndim
+    n = x.shape[d]
+    s = shifts % n if n else 0
+    if s == 0:
+        return x
+    pre = (slice(None),) * d
+    return cat([x[pre + (slice(n - s, n),)], x[pre + (slice(0, n - s),)]], d)
+
+
+def repeat_interleave(x, repeats, dim=None):
+    from varlens.ops.index import index_select
+    from varlens.ops.shape import flatten
+    if dim is None:
+        x, dim = flatten(x), 0
+    dim %= x.ndim
+    r = repeats._data if isinstance(repeats, _T()) else repeats
+    idx = xp.repeat(xp.arange(x.shape[dim]), r)
+    return index_select(x, dim, _T()._make(idx))
+
+
+def meshgrid(*tensors, indexing="ij"):
+    from varlens.ops.shape import expand, reshape
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    ts = list(tensors)
+    if indexing == "xy" and len(ts) >= 2:
+        ts[0], ts[1] = ts[1], ts[0]
+    shape = tuple(t.numel() for t in ts)
+    out = []
+    for i, t in enumerate(ts):
+        s = [1] * len(ts)
+        s[i] = t.numel()
+        out.append(expand(reshape(t, tuple(s)), shape))
+    if indexing == "xy" and len(out) >= 2:  # 'xy' is 'ij' on (y, x, ...), outputs swapped back
+        out[0], out[1] = out[1], out[0]
+    return tuple(out)
+
+
+def nonzero(x, as_tuple=False):
+    a = xp.nonzero(x._data)
+    T = _T()
+    if as_tuple:
+        return tuple(T._make(i.astype(xp.int64)) for i in a)
+    return T._make(xp.stack(a, axis=1).astype(xp.int64) if a else xp.zeros((0, 0), dtype=xp.int64))
+
+
+def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
+    if dim is not None:
+        raise NotImplementedError("unique: dim is not supported")
+    T = _T()
+    vals, inv, counts = xp.unique(x._data, return_inverse=True, return_counts=True)
+    out = [T._make(vals)]
+    if return_inverse:
+        out.append(T._make(inv.reshape(x.shape).astype(xp.int64)))
+    if return_counts:
+        out.append(T._make(counts.astype(xp.int64)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
+    from varlens.ops.elementwise import add, mul
+    from varlens.ops.linalg import bmm
+    prod = bmm(batch1, batch2)
+    return add(mul(input, beta) if beta != 1 else input, mul(prod, alpha) if alpha != 1 else prod)

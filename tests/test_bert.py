@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 import varlens as vl
-from varlens.nn import functional as F
 from varlens.models.bert import (BERT, CLS, MASK, PAD, CharVocabBERT, mask_tokens,
                                  shuffled_verse_task)
 

@@ -10,7 +10,7 @@ import varlens as vl
 from varlens.autograd import gradcheck
 from varlens.generative import DenoiserMLP, GaussianDiffusion, cosine_beta_schedule, energy_distance
 from varlens.tensor import Tensor
-from tests.conftest import assert_close, to_torch
+from conftest import assert_close, to_torch
 
 
 def test_linear_schedule_abar_values_from_definition():

@@ -13,7 +13,7 @@ from varlens.generative.gan import (DCGANDiscriminator, DCGANGenerator, MLPDiscr
                                     dcgan_init_, discriminator_loss, generator_loss, train_gan)
 from varlens.generative.metrics import mode_coverage, ring_centers
 from varlens.tensor import Tensor
-from tests.conftest import assert_close, to_torch
+from conftest import assert_close, to_torch
 
 
 def sig(a):
@@ -110,3 +110,14 @@ def test_ring_gan_covers_the_modes_with_minibatch_std():
     assert cov["high_quality"] > 0.4, cov
     # the discriminator loss sits near its equilibrium value 2 log 2 = 1.386
     assert abs(logs[-1]["d_loss"] - 2 * math.log(2)) < 0.3, logs
+
+
+def test_train_gan_in_chunks_keeps_the_optimisers():
+    vl.manual_seed(0)
+    G, D = MLPGenerator(2, 2, (8,)), MLPDiscriminator(2, (8,))
+    opts = (vl.optim.Adam(G.parameters(), lr=1e-3), vl.optim.Adam(D.parameters(), lr=1e-3))
+    real = lambda n: vl.randn(n, 2)  # noqa: E731
+    a = train_gan(G, D, real, steps=4, batch_size=8, log_every=2, optimizers=opts)
+    b = train_gan(G, D, real, steps=4, batch_size=8, log_every=2, optimizers=opts, start_step=4)
+    assert [r["step"] for r in a + b] == [2, 4, 6, 8]
+    assert opts[0].state[list(G.parameters())[0]]["step"] == 8

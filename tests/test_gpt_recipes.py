@@ -3,7 +3,6 @@ PyTorch's training trajectory step for step (the basis of the 0.05-nat compariso
 benchmarks/gpt_char_lm.py), a GPT learns characters faster than an equal-size LSTM, and the
 encoder-decoder Transformer learns string reversal."""
 import importlib.util
-import math
 import os
 
 import numpy as np

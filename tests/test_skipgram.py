@@ -5,7 +5,7 @@ import torch
 
 import varlens as vl
 from varlens.autograd import gradcheck
-from varlens.text.embeddings import (SkipGram, WordVocab, nearest, sgns_loss, skipgram_pairs,
+from varlens.text.embeddings import (WordVocab, nearest, sgns_loss, skipgram_pairs,
                                      tokenize_words, train_skipgram)
 
 from conftest import assert_close

@@ -10,8 +10,7 @@ import torch
 import varlens as vl
 from varlens import nn
 from varlens.autograd import gradcheck
-from varlens.nn.relative import (RelativeMultiheadAttention, TransformerXL, rel_shift,
-                                 relative_sinusoid)
+from varlens.nn.relative import (RelativeMultiheadAttention, TransformerXL, rel_shift)
 
 from conftest import assert_close
 

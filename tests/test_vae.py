@@ -12,7 +12,7 @@ from varlens.autograd import gradcheck
 from varlens.generative.vae import (VAE, elbo, gaussian_kl, importance_log_px, kl_standard_normal,
                                     log_likelihood, reparameterize)
 from varlens.tensor import Tensor
-from tests.conftest import assert_close, to_torch
+from conftest import assert_close, to_torch
 
 
 def T(a):

@@ -1,5 +1,4 @@
 """ViT (seed 003 §7.5): patch embedding, attention maps, mean attention distance, training runs."""
-import os
 
 import numpy as np
 import pytest

@@ -69,13 +69,13 @@ def image_grid(images, nrow, path, title=None, cmap="gray"):
 
 # ------------------------------------------------------------------------------------ diffusion 2-D
 def diffusion_2d(dataset="moons", steps=3000, T=1000, batch_size=512, lr=2e-3, hidden=(128, 128, 128),
-                 n_eval=2000, ddim_steps=50, seed=0, out=None):
+                 n_eval=2000, ddim_steps=50, seed=0, out=None, weighting="simple"):
     """Train an MLP eps-predictor with L_simple on a 2-D toy set; score samples against held-out
     points by energy distance and MMD (the floor is the distance between two held-out sets)."""
     from threadpoolctl import threadpool_limits
     from varlens.generative.diffusion import DenoiserMLP, GaussianDiffusion
     from varlens.generative.metrics import energy_distance, mmd_rbf, mode_coverage, ring_centers
-    d = _out(f"diffusion-2d-{dataset}", out)
+    d = _out(f"diffusion-2d-{dataset}" + ("" if weighting == "simple" else f"-{weighting}"), out)
     X = _toy(dataset, 20000 + 2 * n_eval, seed)
     mean, std = X[:20000].mean(0), X[:20000].std(0)
     Z = (X - mean) / std
@@ -84,7 +84,8 @@ def diffusion_2d(dataset="moons", steps=3000, T=1000, batch_size=512, lr=2e-3, h
     diff = GaussianDiffusion.linear(T)
     model = DenoiserMLP(2, hidden, time_dim=64, max_steps=T)
     g = vl.Generator().manual_seed(seed + 1)
-    res = dict(dataset=dataset, steps=steps, T=T, batch_size=batch_size, lr=lr, hidden=list(hidden))
+    res = dict(dataset=dataset, steps=steps, T=T, batch_size=batch_size, lr=lr, hidden=list(hidden),
+               weighting=weighting)
 
     def score(tag, samples):
         s = samples._data if isinstance(samples, Tensor) else samples
@@ -109,7 +110,7 @@ def diffusion_2d(dataset="moons", steps=3000, T=1000, batch_size=512, lr=2e-3, h
         t0, losses = time.time(), []
         for it in range(steps):
             xb = Tensor._make(train[rng.integers(0, len(train), batch_size)])
-            loss = diff.training_losses(model, xb)
+            loss = diff.training_losses(model, xb, weighting=weighting)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -504,10 +505,12 @@ def dcgan_fashion(budget_seconds=900, batch_size=64, nz=64, ngf=32, ndf=32, lr=2
     rng = np.random.default_rng(seed)
     t0 = time.time()
     logs = []
+    opts = (vl.optim.Adam(G.parameters(), lr=lr, betas=(0.5, 0.999)),
+            vl.optim.Adam(D.parameters(), lr=lr, betas=(0.5, 0.999)))
     with threadpool_limits(1):
         while time.time() - t0 < budget_seconds:
             logs += train_gan(G, D, lambda n: Tensor._make(Xtr[rng.integers(0, len(Xtr), n)]), steps=50,
-                              batch_size=batch_size, lr_g=lr, lr_d=lr, log_every=50)
+                              batch_size=batch_size, log_every=50, optimizers=opts, start_step=50 * len(logs))
             print(f"{len(logs) * 50} steps, {time.time() - t0:.0f} s: {logs[-1]}", flush=True)
     G.eval()
     with vl.no_grad():

@@ -127,15 +127,21 @@ def dcgan_init_(module, std=0.02):
 
 
 def train_gan(G, D, sample_real, steps=2000, batch_size=256, lr_g=1e-3, lr_d=1e-3, betas=(0.5, 0.999),
-              d_steps=1, saturating=False, log_every=100, callback=None, generator=None):
+              d_steps=1, saturating=False, log_every=100, callback=None, generator=None, optimizers=None,
+              start_step=0):
     """Alternating GAN training with Adam. ``sample_real(n)`` returns a Tensor batch of real data.
 
     Each iteration: ``d_steps`` discriminator steps on eq. 9.1.1 (fresh real and fake batches,
     the fakes detached), then one generator step. Returns a list of log dicts with the
-    discriminator loss (2 log 2 = 1.386 at equilibrium) and the mean d(real), d(fake)."""
+    discriminator loss (2 log 2 = 1.386 at equilibrium) and the mean d(real), d(fake).
+    ``optimizers=(opt_g, opt_d)`` continues with existing optimisers (to train in chunks without
+    resetting Adam's moments); ``start_step`` offsets the logged step numbers."""
     from varlens.optim import Adam
-    opt_g = Adam(G.parameters(), lr=lr_g, betas=betas)
-    opt_d = Adam(D.parameters(), lr=lr_d, betas=betas)
+    if optimizers is not None:
+        opt_g, opt_d = optimizers
+    else:
+        opt_g = Adam(G.parameters(), lr=lr_g, betas=betas)
+        opt_d = Adam(D.parameters(), lr=lr_d, betas=betas)
     nz = G.latent_dim if hasattr(G, "latent_dim") else G.nz
     logs = []
     for it in range(1, steps + 1):
@@ -152,7 +158,7 @@ def train_gan(G, D, sample_real, steps=2000, batch_size=256, lr_g=1e-3, lr_d=1e-
         lg.backward()
         opt_g.step()
         if it % log_every == 0 or it == steps:
-            rec = dict(step=it, d_loss=float(ld), g_loss=float(lg),
+            rec = dict(step=start_step + it, d_loss=float(ld), g_loss=float(lg),
                        d_real=float(np.mean(1 / (1 + np.exp(-lr_._data)))),
                        d_fake=float(np.mean(1 / (1 + np.exp(-lf_._data)))))
             logs.append(rec)

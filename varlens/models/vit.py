@@ -22,7 +22,6 @@ import numpy as np
 
 import varlens as vl
 from varlens import nn
-from varlens.backend import xp
 
 
 class ViT(nn.Module):

@@ -38,6 +38,7 @@ data: $(STAMP) $(FASHION)
 $(FASHION):
 	rm -rf data/.deb && mkdir -p data/.deb data/fashion-mnist
 	cd data/.deb && (apt-get download dataset-fashion-mnist || \
+	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get download dataset-fashion-mnist; } || \
 	  { echo "apt-get download failed: run 'apt-get update' (as root) and retry"; exit 1; })
 	dpkg -x data/.deb/dataset-fashion-mnist_*.deb data/.deb/root
 	cp data/.deb/root/usr/share/datasets/fashion-mnist/*-ubyte.gz data/fashion-mnist/
@@ -46,8 +47,11 @@ $(FASHION):
 test: $(TEST_STAMP)
 	$(BIN)/python -m pytest
 
+# every benchmark against PyTorch in the same run; add --write to a script to refresh
+# its section of benchmarks/RESULTS.md
+BENCHES := autograd mlp fused train lens conv rnn gpt generative
 bench: $(TEST_STAMP)
-	$(BIN)/python benchmarks/bench_autograd.py
+	for b in $(BENCHES); do $(BIN)/python benchmarks/bench_$$b.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) runs

@@ -59,16 +59,26 @@ def summarize(a):
     width = rows2.shape[1]
     if rows2.dtype.kind != "f":
         rows2 = rows2.astype(np.float64)
+    fast = rows2.dtype.itemsize >= 4 and rows2.flags.c_contiguous
     with np.errstate(invalid="ignore", over="ignore"):
-        rs = rows2.sum(axis=1, dtype=np.float64) if rows2.dtype.itemsize < 4 else rows2.sum(axis=1)
-        sq = rows2 * rows2
-        rq = sq.sum(axis=1).astype(np.float64) / width
+        if fast:
+            # row sums as a BLAS matrix-vector product and row sums of squares by einsum:
+            # two passes over the data and no temporary the size of the input
+            key = (width, rows2.dtype)
+            ones = _ONES.get(key)
+            if ones is None:
+                ones = _ONES[key] = np.ones(width, dtype=rows2.dtype)
+            rs = rows2 @ ones
+            rq = np.einsum("ij,ij->i", rows2, rows2).astype(np.float64) / width
+        else:
+            rs = rows2.sum(axis=1, dtype=np.float64) if rows2.dtype.itemsize < 4 else rows2.sum(axis=1)
+            rq = (rows2 * rows2).sum(axis=1).astype(np.float64) / width
         s1 = float(rs.astype(np.float64).sum())
         s2 = float(rq.sum()) * width
     if math.isfinite(s1) and math.isfinite(s2):
         n = rows2.size
         mean = s1 / n
-        amax = math.sqrt(float(np.maximum.reduce(sq, axis=None)))   # one pass over the squares
+        amax = max(abs(float(rows2.max())), abs(float(rows2.min())))
         zeros = int(np.count_nonzero(rows2 == 0))   # faster than counting non-zeros of floats
         return (n, mean, max(s2 - n * mean * mean, 0.0), amax, zeros, 0, 0, rq, width)
     x = rows2.astype(np.float64)

@@ -347,11 +347,24 @@ class GELU(Function):
     def backward(self, g):
         x = self.saved[0]
         if self.approximate == "tanh":
-            if hasattr(g, "_data"):  # recorded (create_graph): recompute t from x
+            if hasattr(g, "_data") or x.ndim == 0:  # recorded (create_graph), or a 0-d input
                 t = D.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
-            else:
-                t = self.t
-            return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x))
+                return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x))
+            # array mode: the same formula in place, two temporaries instead of a dozen
+            t, c = self.t, _SQRT_2_OVER_PI
+            u = x * x
+            u *= 3 * 0.044715 * c
+            u += c
+            u *= x
+            u *= 0.5                    # u = x/2 * sqrt(2/pi) (1 + 3*0.044715 x^2)
+            s = t * t
+            xp.subtract(1, s, out=s)    # 1 - t^2
+            s *= u
+            xp.multiply(t, 0.5, out=u)
+            s += u
+            s += 0.5                    # (1 + t)/2 + u (1 - t^2)
+            s *= g
+            return s
         cdf = 0.5 * (1 + D.erf(x * (1 / math.sqrt(2.0))))
         pdf = D.exp(-0.5 * x * x) * _INV_SQRT_2PI
         return g * (cdf + x * pdf)

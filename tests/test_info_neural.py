@@ -184,3 +184,31 @@ def test_cli_train_model_then_compress(tmp_path, capsys):
     assert cli_main(["compress", str(src), str(z), "--model", "lstm", "--checkpoint", str(ck), "-q"]) == 0
     assert cli_main(["decompress", str(z), str(out), "-q"]) == 0
     assert out.read_bytes() == src.read_bytes()
+
+
+def test_mixture_of_lstm_and_ppm(trained, other_ckpt, tmp_path):
+    from varlens.info.models import MixtureModel, PPMModel
+    path, _ = trained
+    lstm, ppm = LSTMModel(str(path)), PPMModel(order=3)
+    mix = MixtureModel([lstm, ppm], decay=0.9)
+    data = TEXT[:500] + bytes([200, 3]) + TEXT[:200]
+    blob = compress(data, mix)
+    assert decompress(blob) == data
+    with pytest.raises(ValueError, match="sha256"):            # the nested LSTM is checked too
+        decompress(blob, checkpoint=str(other_ckpt))
+    # by hand: the mixture of the members' probabilities with posterior weights (decay 0.9)
+    lstm.reset(), ppm.reset(), mix.reset()
+    logw = np.zeros(2)
+    for b in data[:80]:
+        p1 = lstm.probabilities()
+        p2 = ppm.probabilities()
+        w = np.exp(logw - logw.max())
+        w /= w.sum()
+        np.testing.assert_allclose(mix.probabilities(), w[0] * p1 + w[1] * p2, rtol=3e-5, atol=1e-7)
+        np.testing.assert_allclose(mix.weights(), w, rtol=1e-9)
+        logw = 0.9 * logw + np.log([p1[b], p2[b]])
+        mix.update(b)          # updates lstm and ppm too
+    with pytest.raises(ValueError, match="decay"):
+        MixtureModel([lstm, ppm], decay=0.0)
+    with pytest.raises(ValueError, match="models"):
+        MixtureModel([lstm])

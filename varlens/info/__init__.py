@@ -4,7 +4,8 @@ cross-entropy, source coding, arithmetic coding) and a language model as a compr
 Submodules: ``entropy`` (discrete tables and samples), ``continuous`` (differential entropy,
 continuous cross-entropy, the Student-t table), ``coding`` (Huffman, exact intervals, the
 streaming arithmetic coder), ``models`` (next-byte models), ``compress`` (the file format,
-``compress``/``decompress`` and the gzip/bz2/xz comparison).  The package re-exports the
+``compress``/``decompress`` and the gzip/bz2/xz comparison), ``neural`` (the trained char-LSTM
+as the coder's model: ``LSTMModel``, ``train_lstm``, ``kjv_split``; imported on use).  The package re-exports the
 functions of ``entropy``; note that ``varlens.info.entropy`` is therefore the *function*
 (use ``importlib.import_module("varlens.info.entropy")`` for the module), and
 ``varlens.info.compress`` is the module (its function is ``varlens.info.compress.compress``).
@@ -21,8 +22,8 @@ from varlens.info import continuous
 from varlens.info.coding import (ArithmeticDecoder, ArithmeticEncoder, arithmetic_code_table,
                                  decode_symbols, encode_symbols, expected_length, huffman_code,
                                  interval_of, is_prefix_free, shortest_binary_inside)
-from varlens.info.models import (AdaptiveOrder0Model, Model, PPMModel, ProbabilityModel, StaticModel,
-                                 UniformModel, quantize)
+from varlens.info.models import (AdaptiveOrder0Model, MixtureModel, Model, PPMModel, ProbabilityModel,
+                                 StaticModel, UniformModel, quantize)
 from varlens.info import compress  # the module
 from varlens.info.compress import compare_compressors, model_code_length
 from varlens.info.claims import CLAIMS

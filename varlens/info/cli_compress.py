@@ -14,8 +14,8 @@ from varlens.info.models import AdaptiveOrder0Model, PPMModel, UniformModel
 def add_arguments(parser):
     parser.add_argument("input", nargs="?", help="file to compress ('-' for stdin)")
     parser.add_argument("output", nargs="?", help="compressed file to write ('-' for stdout)")
-    parser.add_argument("--model", choices=["ppm", "order0", "uniform", "lstm"], default="ppm",
-                        help="next-byte model driving the coder (default: ppm)")
+    parser.add_argument("--model", choices=["ppm", "order0", "uniform", "lstm", "mix"], default="ppm",
+                        help="next-byte model driving the coder (default: ppm; mix = lstm and ppm mixed)")
     parser.add_argument("--checkpoint", help="lstm: a checkpoint written by --train-model "
                         "(its SHA-256 goes into the header; decompress needs the same file)")
     parser.add_argument("--train-model", metavar="PATH",
@@ -49,11 +49,16 @@ def _write(path, data):
 
 
 def make_model(args):
-    if args.model == "lstm":
+    if args.model in ("lstm", "mix"):
         if not args.checkpoint:
-            raise ValueError("--model lstm needs --checkpoint PATH (train one with --train-model PATH)")
+            raise ValueError(f"--model {args.model} needs --checkpoint PATH (train one with --train-model PATH)")
+        from varlens.info.models import MixtureModel
         from varlens.info.neural import LSTMModel
-        return LSTMModel(args.checkpoint)
+        lstm = LSTMModel(args.checkpoint)
+        if args.model == "lstm":
+            return lstm
+        return MixtureModel([lstm, PPMModel(order=args.order, discount=args.discount,
+                                            exclusion=not args.no_exclusion)])
     if args.checkpoint:
         raise ValueError(f"--checkpoint: only --model lstm takes a checkpoint, got --model {args.model}")
     if args.model == "ppm":
@@ -100,6 +105,7 @@ def run(args) -> int:
         bpc = 8 * len(blob) / max(len(data), 1)
         print(f"{args.input}: {len(data)} -> {len(blob)} bytes, {bpc:.4f} bits/char "
               f"({model.spec()}, {dt:.1f} s)", file=sys.stderr)
-        if hasattr(model, "size_report"):
-            print(f"model size (needed to decompress too): {model.size_report()}", file=sys.stderr)
+        for m in getattr(model, "models", [model]):
+            if hasattr(m, "size_report"):
+                print(f"model size (needed to decompress too): {m.size_report()}", file=sys.stderr)
     return 0

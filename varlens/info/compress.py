@@ -80,6 +80,16 @@ def read_header(blob):
     return spec, n, crc, precision, 20 + slen
 
 
+def _with_checkpoint(spec, path):
+    """(spec with every nested 'checkpoint' replaced by ``path``, whether there was one)."""
+    if "checkpoint" in spec:
+        return {**spec, "checkpoint": path}, True
+    if "models" in spec:
+        subs = [_with_checkpoint(m, path) for m in spec["models"]]
+        return {**spec, "models": [m for m, _ in subs]}, any(f for _, f in subs)
+    return spec, False
+
+
 def decompress(blob, model=None, checkpoint=None):
     """Invert :func:`compress`.  The model is rebuilt from the header unless one is given
     (needed for models that are not in ``varlens.info.models.MODELS``).  ``checkpoint``
@@ -89,10 +99,10 @@ def decompress(blob, model=None, checkpoint=None):
     spec, n, crc, precision, start = read_header(blob)
     if model is None:
         if checkpoint is not None:
-            if "checkpoint" not in spec:
+            spec, found = _with_checkpoint(spec, str(checkpoint))
+            if not found:
                 raise ValueError(f"checkpoint: the file was coded with model {spec.get('name')!r}, "
                                  "which takes no checkpoint")
-            spec = {**spec, "checkpoint": str(checkpoint)}
         model = from_spec(spec)
     model.reset()
     dec = ArithmeticDecoder(blob[start:], precision)
@@ -158,8 +168,9 @@ def compare_compressors(data, model=None, check_roundtrip=True):
     if hasattr(model, "_tables"):   # PPM: state built while coding (nothing is stored in the file)
         res["model_contexts"] = sum(len(t) for t in model._tables)
         res["model_counts"] = sum(len(node[1]) for t in model._tables for node in t.values())
-    if hasattr(model, "size_report"):   # neural: the weights the decoder needs as well
-        res["model_size"] = model.size_report()
+    for m in getattr(model, "models", [model]):
+        if hasattr(m, "size_report"):   # neural: the weights the decoder needs as well
+            res["model_size"] = m.size_report()
     if check_roundtrip:
         t0 = time.perf_counter()
         res["roundtrip"] = decompress(blob) == data
@@ -178,7 +189,7 @@ def main(argv=None):
                     help="the held-out KJV test text (last 10%%, varlens.info.neural.kjv_split)")
     ap.add_argument("--offset", type=int, default=0)
     ap.add_argument("--length", type=int, default=10 ** 9)
-    ap.add_argument("--model", action="append", choices=["ppm", "lstm"],
+    ap.add_argument("--model", action="append", choices=["ppm", "lstm", "mix"],
                     help="model(s) to run (repeatable; default ppm)")
     ap.add_argument("--checkpoint", help="lstm: checkpoint written by varlens.info.neural / `varlens compress --train-model`")
     ap.add_argument("--order", type=int, default=6)
@@ -196,11 +207,14 @@ def main(argv=None):
     print(f"text: {path} bytes [{a.offset}, {a.offset + len(data)})", flush=True)
     ok = True
     for i, name in enumerate(a.model or ["ppm"]):
-        if name == "lstm":
+        if name in ("lstm", "mix"):
             if not a.checkpoint:
-                ap.error("--model lstm needs --checkpoint PATH")
+                ap.error(f"--model {name} needs --checkpoint PATH")
+            from varlens.info.models import MixtureModel
             from varlens.info.neural import LSTMModel
             model = LSTMModel(a.checkpoint)
+            if name == "mix":
+                model = MixtureModel([model, PPMModel(order=a.order, discount=a.discount)])
         else:
             model = PPMModel(order=a.order, discount=a.discount)
         r = compare_compressors(data, model)

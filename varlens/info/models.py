@@ -41,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["Model", "UniformModel", "StaticModel", "AdaptiveOrder0Model", "PPMModel",
-           "ProbabilityModel", "quantize", "MODELS", "from_spec", "DEFAULT_TOTAL"]
+           "ProbabilityModel", "MixtureModel", "quantize", "MODELS", "from_spec", "DEFAULT_TOTAL"]
 
 ALPHABET = 256
 DEFAULT_TOTAL = 1 << 24     # frequency tables sum to at most this (coder limit 2**30 at 32 bits)
@@ -266,6 +266,60 @@ class ProbabilityModel(Model):
         self._hist.append(int(symbol))
 
 
+class MixtureModel(Model):
+    """Mix the next-byte distributions of several models: P(b) = sum_k w_k P_k(b), with the
+    weights a Bayesian posterior over "which model is right" with forgetting: after byte b,
+    log w_k <- decay * log w_k + log P_k(b), then normalise (decay = 1: the plain posterior,
+    which ends up following one model; decay < 1 lets it switch as the text changes).  All in
+    float64 from the members' integer tables, so the decoder reproduces it exactly.  Used to
+    combine the trained LSTM with the adaptive PPM model.  Returns :func:`quantize`'d
+    frequencies."""
+
+    name = "mix"
+
+    def __init__(self, models, decay=0.99):
+        models = list(models)
+        if len(models) < 2 or not all(isinstance(m, Model) for m in models):
+            raise ValueError(f"models: expected at least two varlens.info.models.Model instances, got {models!r}")
+        if not 0 < float(decay) <= 1:
+            raise ValueError(f"decay: expected a number in (0, 1], got {decay!r}")
+        self.models, self.decay = models, float(decay)
+        self.reset()
+
+    def settings(self):
+        return {"models": [m.spec() for m in self.models], "decay": self.decay}
+
+    def reset(self):
+        for m in self.models:
+            m.reset()
+        self._logw = np.zeros(len(self.models))
+        self._probs = None
+
+    def weights(self):
+        w = np.exp(self._logw - self._logw.max())
+        return w / w.sum()
+
+    def frequencies(self):
+        ps = [m.frequencies().astype(np.float64) for m in self.models]
+        ps = [f / f.sum() for f in ps]
+        self._probs = ps
+        w = self.weights()
+        p = w[0] * ps[0]
+        for k in range(1, len(ps)):
+            p = p + w[k] * ps[k]
+        return quantize(p)
+
+    def update(self, symbol):
+        if self._probs is None:
+            self.frequencies()
+        lp = np.log(np.array([p[symbol] for p in self._probs]))
+        self._logw = self.decay * self._logw + lp
+        self._logw -= self._logw.max()
+        self._probs = None
+        for m in self.models:
+            m.update(symbol)
+
+
 # name -> factory(**settings); the compressor writes spec() into its header
 MODELS = {
     "uniform": lambda: UniformModel(),
@@ -273,6 +327,7 @@ MODELS = {
     "ppm": lambda order=6, discount=0.75, exclusion=True: PPMModel(order, discount, exclusion),
     "static": lambda freqs: StaticModel(freqs),
     "lstm": lambda **kw: _lstm_model(**kw),
+    "mix": lambda models, decay=0.99: MixtureModel([from_spec(m) for m in models], decay),
 }
 
 

@@ -47,8 +47,9 @@ $(FASHION):
 test: $(TEST_STAMP)
 	$(BIN)/python -m pytest
 
-# every benchmark against PyTorch in the same run; add --write to a script to refresh
-# its section of benchmarks/RESULTS.md
+# every benchmark against PyTorch in the same run.  bench_autograd, bench_fused, bench_train
+# and bench_rnn refresh their section of benchmarks/RESULTS.md unless given --no-write; the
+# others print, and refresh it with --write.
 BENCHES := autograd mlp fused train lens conv rnn gpt generative
 bench: $(TEST_STAMP)
 	for b in $(BENCHES); do $(BIN)/python benchmarks/bench_$$b.py || exit 1; done

@@ -124,3 +124,11 @@ def test_inplace_unary_ops_and_constants():
     assert vl.tensor([-1.0, 2.0]).relu_().tolist() == [0.0, 2.0]
     assert vl.inf == float("inf") and abs(vl.pi - 3.14159265) < 1e-8
     assert vl.finfo(vl.float32).eps == torch.finfo(torch.float32).eps
+
+
+def test_subpackages_load_on_first_use_and_missing_data_says_how_to_get_it(tmp_path):
+    assert vl.lens.Lens is not None and vl.models is not None
+    with pytest.raises(FileNotFoundError, match="make data"):
+        vl.datasets.fashion_mnist(str(tmp_path))
+    with pytest.raises(AttributeError, match="no attribute 'nosuch'"):
+        vl.nosuch

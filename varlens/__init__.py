@@ -42,3 +42,15 @@ def is_tensor(obj):
 
 def numel(x):
     return x.numel()
+
+
+_LAZY = ("datasets", "train", "lens", "theory", "models", "info", "stats", "text", "vision",
+         "generative", "examples", "serialization")
+
+
+def __getattr__(name):
+    """Import the heavier subpackages (varlens.datasets, varlens.lens, ...) on first use."""
+    if name in _LAZY:
+        import importlib
+        return importlib.import_module(f"varlens.{name}")
+    raise AttributeError(f"module 'varlens' has no attribute {name!r}")

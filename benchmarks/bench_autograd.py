@@ -35,6 +35,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import varlens as vl  # noqa: E402
+from _common import machine, write_section  # noqa: E402  (benchmarks/_common.py)
 
 torch.set_num_threads(int(THREADS))
 
@@ -187,16 +188,6 @@ def bench_mlp_create_graph(number, repeat):
     return _interleaved([first_order, second_order_ready], number, repeat)
 
 
-def machine():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-        name = next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")),
-                    platform.processor())
-    except OSError:
-        name = platform.processor()
-    return f"{name}, {os.cpu_count()} cores"
-
-
 def render(small, chain, n, depth, args, mlp):
     t_np, t_vl, t_th, t_cg = chain
     lines = [SECTION, "",
@@ -244,17 +235,6 @@ def render(small, chain, n, depth, args, mlp):
     return "\n".join(lines) + "\n"
 
 
-def write_section(text):
-    old = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    if SECTION in old:
-        start = old.index(SECTION)
-        nxt = old.find("\n## ", start + len(SECTION))
-        new = old[:start] + text + (old[nxt + 1:] if nxt != -1 else "")
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    RESULTS.write_text(new)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repeats and a 512 chain (smoke run)")
@@ -267,7 +247,7 @@ def main():
     text = render(small, chain, n, depth, args, mlp)
     print(text)
     if not args.no_write:
-        write_section(text)
+        write_section(SECTION, text)
         print(f"wrote the autograd section of {RESULTS}")
 
 

@@ -48,6 +48,7 @@ import varlens as vl  # noqa: E402
 import varlens.nn.functional as F  # noqa: E402
 from varlens import optim as vopt  # noqa: E402
 from varlens.models import LeNet5  # noqa: E402
+from _common import machine  # noqa: E402  (benchmarks/_common.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SECTION = "## Convolution and LeNet training step (bench_conv.py)"
@@ -205,15 +206,6 @@ def profile():
         vstep()
     pr.disable()
     pstats.Stats(pr).sort_stats("tottime").print_stats(15)
-
-
-def machine():
-    try:
-        name = [ln.split(":", 1)[1].strip() for ln in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-                if ln.startswith("Model name")][0]
-    except Exception:  # noqa: BLE001
-        name = platform.processor() or "unknown CPU"
-    return f"{name}, {os.cpu_count()} cores"
 
 
 def main():

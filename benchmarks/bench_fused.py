@@ -34,6 +34,7 @@ import torch  # noqa: E402
 
 import varlens as vl  # noqa: E402
 import varlens.nn.functional as F  # noqa: E402
+from _common import machine, write_section  # noqa: E402  (benchmarks/_common.py)
 
 torch.set_num_threads(int(THREADS))
 
@@ -53,15 +54,6 @@ def _interleaved(fns, number, repeat):
                 f()
             best[i] = min(best[i], (_clock() - t0) / number)
     return best
-
-
-def machine():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        name = next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name"))
-    except Exception:  # pragma: no cover
-        name = platform.processor() or "unknown CPU"
-    return f"{name}, {os.cpu_count()} cores"
 
 
 # ------------------------------------------------------------------ composed references
@@ -182,18 +174,7 @@ def main():
     text = "\n".join(lines) + "\n"
     print(text)
     if not args.no_write:
-        write_section(text)
-
-
-def write_section(text):
-    old = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    if SECTION in old:
-        start = old.index(SECTION)
-        nxt = old.find("\n## ", start + len(SECTION))
-        new = old[:start] + text + (old[nxt + 1:] if nxt != -1 else "")
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    RESULTS.write_text(new)
+        write_section(SECTION, text)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ import varlens as vl
 from varlens.generative.diffusion import DenoiserMLP, GaussianDiffusion
 from varlens.generative.vae import VAE
 from varlens.tensor import Tensor
+from _common import machine, write_section  # noqa: E402  (benchmarks/_common.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SECTION = "## Generative models (bench_generative.py)"
@@ -173,27 +174,6 @@ def torch_sample(D, tm, n, ddim_steps=None):
         return x
 
 
-def machine():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        name = re.search(r"Model name:\s*(.+)", out).group(1).strip()
-    except Exception:  # noqa: BLE001
-        name = platform.processor() or "unknown CPU"
-    return f"{name}, {os.cpu_count()} cores"
-
-
-def write_section(text):
-    path = os.path.join(HERE, "RESULTS.md")
-    old = open(path).read() if os.path.exists(path) else "# Benchmark results\n"
-    pattern = re.compile(re.escape(SECTION) + r".*?(?=\n## |\Z)", re.S)
-    if pattern.search(old):
-        new = pattern.sub(lambda m: text.rstrip() + "\n", old)
-    else:
-        new = old.rstrip() + "\n\n" + text.rstrip() + "\n"
-    with open(path, "w") as f:
-        f.write(new)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--write", action="store_true")
@@ -266,7 +246,7 @@ def main():
     text = "\n".join(lines) + "\n"
     print(text)
     if args.write:
-        write_section(text)
+        write_section(SECTION, text)
 
 
 if __name__ == "__main__":

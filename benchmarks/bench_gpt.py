@@ -27,6 +27,7 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_v] = os.environ.get("VARLENS_BENCH_THREADS", "1")
 
 import numpy as np  # noqa: E402
+from _common import machine  # noqa: E402  (benchmarks/_common.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SECTION = "## GPT training step and generation (bench_gpt.py)"
@@ -200,15 +201,6 @@ def peak_memory(lib):
     out = subprocess.run([sys.executable, __file__, "--memory-child", lib], capture_output=True,
                          text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])["peak_mib"]
-
-
-def machine():
-    try:
-        cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        name = re.search(r"Model name:\s*(.+)", cpu).group(1).strip()
-    except Exception:  # pragma: no cover
-        name = platform.processor()
-    return f"{name}, {os.cpu_count()} cores"
 
 
 def _load():

@@ -42,6 +42,7 @@ import varlens as vl  # noqa: E402
 import varlens.nn as vnn  # noqa: E402
 import varlens.optim as vopt  # noqa: E402
 from varlens.lens.probes import Lens  # noqa: E402
+from _common import machine  # noqa: E402  (benchmarks/_common.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SECTION = "## Variance lens overhead (bench_lens.py)"
@@ -123,15 +124,6 @@ def run(sizes, batch, steps):
                 fn()
                 times[k].append(time.perf_counter() - t0)
     return {k: statistics.median(v) for k, v in times.items()}, times
-
-
-def machine():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        name = next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")), "?")
-    except OSError:
-        name = platform.processor() or "?"
-    return f"{name}, {os.cpu_count()} cores"
 
 
 def main():

@@ -37,6 +37,7 @@ import torch
 import varlens as vl
 import varlens.nn as vnn
 import varlens.optim as vopt
+from _common import machine, write_section  # noqa: E402  (benchmarks/_common.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SECTION = "## MLP training step (bench_mlp.py)"
@@ -147,27 +148,6 @@ def profile_big(seconds=1.0):
     return lines
 
 
-def machine():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        name = re.search(r"Model name:\s*(.+)", out).group(1).strip()
-    except Exception:  # noqa: BLE001
-        name = platform.processor() or "unknown CPU"
-    return f"{name}, {os.cpu_count()} cores"
-
-
-def write_section(text):
-    path = os.path.join(HERE, "RESULTS.md")
-    old = open(path).read() if os.path.exists(path) else "# Benchmark results\n"
-    pattern = re.compile(re.escape(SECTION) + r".*?(?=\n## |\Z)", re.S)
-    if pattern.search(old):
-        new = pattern.sub(lambda m: text.rstrip() + "\n", old)
-    else:
-        new = old.rstrip() + "\n\n" + text.rstrip() + "\n"
-    with open(path, "w") as f:
-        f.write(new)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
@@ -206,7 +186,7 @@ def main():
             text += ["", args.note]
         if prof:
             text += ["", "Where varlens' big step goes:", "", "```"] + prof + ["```"]
-        write_section("\n".join(text) + "\n")
+        write_section(SECTION, "\n".join(text) + "\n")
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ import torch  # noqa: E402
 
 import varlens as vl  # noqa: E402
 from varlens import nn  # noqa: E402
+from _common import machine  # noqa: E402  (benchmarks/_common.py)
 
 torch.set_num_threads(int(THREADS))
 RESULTS = pathlib.Path(__file__).with_name("RESULTS.md")
@@ -149,15 +150,6 @@ def measure(pair, rounds, seconds):
         tr.append(_timed(tstep, seconds))
     ratios = [a / b for a, b in zip(vr, tr)]
     return max(vr), max(tr), float(np.median(ratios)), min(ratios), max(ratios)
-
-
-def machine():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        name = next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name"))
-    except Exception:  # noqa: BLE001
-        name = platform.processor() or "unknown CPU"
-    return f"{name}, {os.cpu_count()} cores"
 
 
 def main():

@@ -38,6 +38,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import varlens as vl  # noqa: E402
+from _common import machine, write_section  # noqa: E402  (benchmarks/_common.py)
 
 torch.set_num_threads(int(THREADS))
 RESULTS = pathlib.Path(__file__).with_name("RESULTS.md")
@@ -133,15 +134,6 @@ def bench(steps, repeat):
     return {k: (steps * BATCH / best[k], steps * BATCH / wall[k]) for k in runs}
 
 
-def machine():
-    try:
-        cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        cpu = next(line.split(":", 1)[1].strip() for line in cpu.splitlines() if line.startswith("Model name"))
-    except Exception:  # pragma: no cover
-        cpu = platform.processor() or "unknown CPU"
-    return f"{cpu}, {os.cpu_count()} cores"
-
-
 def render(res, steps, repeat):
     v = res["varlens"][0]
     lines = [SECTION, "",
@@ -164,17 +156,6 @@ def render(res, steps, repeat):
     return "\n".join(lines) + "\n"
 
 
-def write_section(text):
-    old = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    if SECTION in old:
-        start = old.index(SECTION)
-        nxt = old.find("\n## ", start + len(SECTION))
-        new = old[:start] + text + (old[nxt + 1:] if nxt != -1 else "")
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    RESULTS.write_text(new)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=300, help="optimiser steps per timed run")
@@ -185,7 +166,7 @@ def main():
     text = render(bench(steps, repeat), steps, repeat)
     print(text)
     if not args.no_write:
-        write_section(text)
+        write_section(SECTION, text)
         print(f"wrote the training section of {RESULTS}")
 
 

@@ -11,8 +11,8 @@ import varlens as vl
 from varlens import nn, optim
 from varlens.models import MLP
 from varlens.train import checkpoint as C
-from varlens.train.cli_train import blas_threads, train
-from varlens.train.recipes import get_recipe
+from varlens.commands.train import blas_threads, train
+from varlens.commands.recipes import get_recipe
 from varlens.train.trainer import NonFiniteLossError, Trainer, latest_checkpoint, list_checkpoints
 from varlens.utils.data import DataLoader, TensorDataset
 

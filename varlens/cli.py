@@ -10,8 +10,8 @@ import sys
 
 # name -> (module, one-line help); modules are imported only when their command runs
 COMMANDS = {
-    "train": ("varlens.train.cli_train", "train a model from a named recipe"),
-    "eval": ("varlens.train.cli_eval", "evaluate a saved checkpoint"),
+    "train": ("varlens.commands.train", "train a model from a named recipe"),
+    "eval": ("varlens.commands.eval", "evaluate a saved checkpoint"),
     "lens": ("varlens.lens.cli", "variance-lens report: predicted vs measured second moments"),
     "check": ("varlens.theory.cli", "check the closed-form claims of the notes by Monte Carlo"),
     "compress": ("varlens.info.cli_compress", "compress a file with a language model + arithmetic coding"),

@@ -152,7 +152,7 @@ def _run_recipe(args):
     from varlens.lens import report
     from varlens.lens.compare import compare, summary
     from varlens.lens.probes import Lens
-    from varlens.train import recipes
+    from varlens.commands import recipes
     state, st = None, None
     if args.checkpoint:
         from varlens.train import checkpoint as ckpt

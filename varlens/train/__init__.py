@@ -3,7 +3,7 @@
     from varlens.train import Trainer, fit
     trainer = fit(model, optimizer, loss_fn, train_loader, val_loader, epochs=10, out_dir="runs/x")
 
-The command-line pieces (``recipes``, ``cli_train``, ``cli_eval``) are imported on use.
+The command-line pieces (recipes and the `varlens train`/`eval` commands) live in varlens.commands.
 """
 from varlens.train.checkpoint import CheckpointError, load as load_checkpoint, save as save_checkpoint  # noqa: F401
 from varlens.train.callbacks import Callback, EarlyStopping, JSONLinesLogger  # noqa: F401

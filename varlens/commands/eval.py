@@ -20,7 +20,7 @@ def add_arguments(parser):
 
 def evaluate_checkpoint(path, split="test", weights="best"):
     from varlens.train import checkpoint as ckpt
-    from varlens.train.recipes import build_run
+    from varlens.commands.recipes import build_run
     from varlens.train.trainer import Trainer, latest_checkpoint
     if os.path.isdir(path):
         found = latest_checkpoint(path)
@@ -43,7 +43,7 @@ def evaluate_checkpoint(path, split="test", weights="best"):
 
 def run(args):
     from varlens.train.checkpoint import CheckpointError
-    from varlens.train.cli_train import blas_threads
+    from varlens.commands.train import blas_threads
     try:
         with blas_threads(1):
             path, cfg, m = evaluate_checkpoint(args.checkpoint, args.split, args.weights)

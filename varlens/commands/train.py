@@ -64,8 +64,8 @@ def _suggest_unknown_options(parser):
 
 
 def add_arguments(parser):
-    from varlens.train import recipes as R
-    from varlens.train.recipes import RECIPES
+    from varlens.commands import recipes as R
+    from varlens.commands.recipes import RECIPES
     names = {k: ", ".join(getattr(R, k)) for k in ("DATASETS", "MODELS", "OPTIMIZERS", "SCHEDULERS")}
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     recipes = "\n".join(f"  {k:<12} {v['description']}" for k, v in RECIPES.items())
@@ -90,7 +90,7 @@ def add_arguments(parser):
 
 
 def config_from_args(args):
-    from varlens.train.recipes import get_recipe
+    from varlens.commands.recipes import get_recipe
     cfg = get_recipe(args.recipe)
     for key, typ, _ in OVERRIDES.values():
         v = getattr(args, key, None)
@@ -109,7 +109,7 @@ def config_from_args(args):
 
 def train(cfg, out, resume=None, checkpoint_every=None, quiet=False, progress=None):
     """Build and fit the run described by ``cfg``; returns (trainer, test metrics)."""
-    from varlens.train.recipes import build_run
+    from varlens.commands.recipes import build_run
     from varlens.train.trainer import Trainer, latest_checkpoint
     model, opt, sched, loss_fn, (train_dl, val_dl, test_dl), st = build_run(cfg)
     trainer = Trainer(model, opt, loss_fn, scheduler=sched, grad_clip=cfg.get("grad_clip"),
@@ -161,9 +161,9 @@ def blas_threads(n):
 
 def run(args):
     from varlens.train.checkpoint import CheckpointError
-    from varlens.train.recipes import RECIPES
+    from varlens.commands.recipes import RECIPES
     if args.recipe not in RECIPES:
-        from varlens.train.recipes import unknown
+        from varlens.commands.recipes import unknown
         print(f"varlens train: error: {unknown('recipe', args.recipe, list(RECIPES))}", file=sys.stderr)
         return 2
     try:

@@ -375,12 +375,21 @@ class SiLU(Function):
 
     def forward(self, x):
         self.save_for_backward(x)
-        return x * D._sigmoid_array(x)
+        s = D._sigmoid_array(x)
+        self.s = s                      # reused by the array-mode backward
+        return x * s
 
     def backward(self, g):
         x = self.saved[0]
-        s = D.sigmoid(x)
-        return g * s * (1 + x * (1 - s))
+        if hasattr(g, "_data"):  # recorded (create_graph): recompute s from x
+            s = D.sigmoid(x)
+            return g * s * (1 + x * (1 - s))
+        s = self.s
+        d = 1 - s
+        d *= x
+        d += 1
+        d *= s                          # s (1 + x (1 - s))
+        return g * d
 
 
 class Softplus(Function):

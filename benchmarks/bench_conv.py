@@ -1,7 +1,7 @@
 """Convolution speed and memory, varlens against PyTorch eager in the same run.
 
 (1) Conv2d forward + backward (input, weight and bias gradients) at LeNet sizes and at
-    ResNet basic-block sizes, float32, batch 64.
+    ResNet basic-block sizes, and LeNet's two 2x2 max pools, float32, batch 64.
 (2) A LeNet-5 training step (batch 64, 28x28, ReLU, max pool, CrossEntropyLoss, Adam):
     steps per second of both, the same weights and batch.
 (3) Peak memory of one LeNet training step, measured two ways:
@@ -65,16 +65,32 @@ CONV_CASES = [  # (label, N, C_in, C_out, k, H, padding, stride)
 
 
 NOTES = """\
-Where the LeNet step's time goes (`--profile`, 30 steps, share of varlens' time): building the
-im2col columns (strided view -> contiguous copy, done in forward and again in backward because
-big maps are chunked instead of kept) about 25%; the conv backward GEMMs 20%; max-pool backward
-(routing g to the winners, one masked multiply per window offset) about 14%; col2im slice-adds 7%;
-conv forward GEMMs 7%; the dense layers, ReLU, loss and Adam the rest.  PyTorch runs these
-convolutions through oneDNN's direct kernels, which never materialise columns; at ResNet-block
-sizes (3x3, 16-64 channels) that is the 2-3x gap in table (1), and there varlens' time is
-BLAS-bound (the GEMMs are most of it).  The memory target is met because big maps build their
-columns a 1 MiB chunk of samples at a time and rebuild them in backward (keeping them for the
-whole batch made the step 3.4x PyTorch's peak); that recompute costs about 10% of the step.
+How varlens computes these layers (varlens/ops/conv.py, docs/cnn.md): stride-1 convolutions
+(all of LeNet's, the ResNet blocks') use the "shifted rows" layout: each padded image is
+flattened, so the im2col row of kernel offset (c, i, j) is one contiguous run of it; columns are
+built by long copies a 1 MiB chunk of images at a time (and rebuilt in backward rather than kept,
+for memory), the bias rides in the product as a row of ones, and the Wp - Wo wrapped columns
+per output row are computed and dropped (LeNet conv2: 14 columns per 10 valid ones, 40% extra
+GEMM work).  Backward builds g shifted by each kernel column once (kw copies) and uses it for
+both products: dL/dx = W_j @ g_shifted followed by kh row-aligned adds (no kh*kw col2im), and
+dL/dW = g_shifted @ x_rows^T with only C*kh shifted rows of x.  LeNet conv1's weight gradient
+(6 output channels) runs as six matrix-vector products, which OpenBLAS does 1.5x faster than a
+6-row GEMM.  The 2x2 max pool takes a tiled fast path (the max of four strided views forward;
+backward marks each window's first maximum and writes g * mask into the four slices of dL/dx).
+Where the time goes is table (4).  The convolutions are now GEMM-bound: in LeNet conv2 and the
+ResNet blocks the three products (forward, dL/dW, dL/dx) are about 65-75% of the layer's time
+and run near OpenBLAS's single-core peak (80-100 GFLOP/s), the rest is the column and shifted-g
+copies and the row adds.  PyTorch's oneDNN kernels do the same arithmetic without column copies
+or wrapped columns and faster than OpenBLAS's GEMM, hence the remaining gap (ratios < 1) in
+table (1); stride 2 (ResNet down) still uses the exact per-sample im2col.  The ResNet rows also
+pay for fresh memory: interleaved with PyTorch, varlens' multi-MiB arrays (output, padded input,
+dL/dx) come back from glibc as new pages, about 4,000 page faults per call at 16x28x28 (15 ms
+alone, 20 ms interleaved on a loaded machine); LeNet's smaller arrays are reused without faults.  (Table (1)'s conv1
+row includes dL/dx, which PyTorch computes slowly for one input channel; LeNet's step does not
+need it.)  varlens wins the step back on max pooling (PyTorch's CPU max_pool2d is 1.5-2.5x
+slower at these sizes) and on a shorter rest of the step.  Memory: the conv chunk buffers (2.2 MiB for LeNet,
+each at most varlens.ops.conv.SCRATCH_MAX elements) are allocated in step 1 and reused after,
+so the steady-state rise in table (3) does not include them; step 1's row does.
 """
 
 
@@ -93,6 +109,29 @@ def interleaved(fa, fb, rounds, inner):
             fb()
         tb.append((clock() - t) / inner)
     return statistics.median(ta), statistics.median(tb)
+
+
+POOL_CASES = [  # (label, N, C, H): 2x2 max pool, stride 2, after a ReLU (many tied zeros)
+    ("LeNet pool1 2x2, 6x28x28", 64, 6, 28),
+    ("LeNet pool2 2x2, 16x10x10", 64, 16, 10),
+]
+
+
+def pool_case(N, C, H, rounds):
+    rng = np.random.default_rng(0)
+    x = np.maximum(rng.standard_normal((N, C, H, H)), 0).astype(np.float32)
+    go = rng.standard_normal((N, C, H // 2, H // 2)).astype(np.float32)
+    vx, vg = vl.tensor(x, requires_grad=True), vl.tensor(go)
+    tx, tg = torch.from_numpy(x.copy()).requires_grad_(True), torch.from_numpy(go.copy())
+
+    def fv():
+        F.max_pool2d(vx, 2).backward(vg)
+        vx.grad = None
+
+    def ft():
+        torch.nn.functional.max_pool2d(tx, 2).backward(tg)
+        tx.grad = None
+    return interleaved(fv, ft, rounds, 3)
 
 
 def conv_case(N, cin, cout, k, H, p, s, rounds):
@@ -195,12 +234,66 @@ def tracemalloc_peak():
     return peak
 
 
+def op_times(steps=100):
+    """Process time per LeNet step spent in each op's forward and backward (conv and pool
+    split by layer), measured by wrapping every Function subclass; the rest is 'other'."""
+    from collections import defaultdict
+    from varlens.autograd.function import Function
+    acc = defaultdict(float)
+    clock = time.process_time
+    saved = []
+
+    def subclasses(c):
+        for s in c.__subclasses__():
+            yield s
+            yield from subclasses(s)
+
+    def wrap(cls, meth, tag):
+        f0 = cls.__dict__[meth]
+        layered = cls.__name__.startswith(("Conv", "MaxPool"))
+
+        def f(self, *a, **k):
+            t = clock()
+            r = f0(self, *a, **k)
+            key = cls.__name__ + tag
+            if layered:  # the input's (forward) or cotangent's (backward) shape tells the layers apart
+                key += " " + "x".join(str(d) for d in a[0].shape)
+            acc[key] += clock() - t
+            return r
+        saved.append((cls, meth, f0))
+        setattr(cls, meth, f)
+
+    for cls in set(subclasses(Function)):
+        for meth, tag in (("forward", " forward"), ("backward", " backward")):
+            if meth in cls.__dict__:
+                wrap(cls, meth, tag)
+    try:
+        vstep, _ = lenet_steps()
+        for _ in range(5):
+            vstep()
+        acc.clear()
+        t0 = clock()
+        for _ in range(steps):
+            vstep()
+        total = clock() - t0
+    finally:
+        for cls, meth, f0 in saved:
+            setattr(cls, meth, f0)
+    rows = sorted(acc.items(), key=lambda kv: -kv[1])
+    rows.append(("other (engine, module calls, Adam, zero_grad)", total - sum(acc.values())))
+    return total / steps, [(k, v / steps) for k, v in rows]
+
+
 def profile():
     import cProfile
     import pstats
+    per_step, rows = op_times()
+    print(f"varlens LeNet step: {per_step * 1e3:.2f} ms of process time; by op:")
+    for k, v in rows:
+        print(f"  {v * 1e3:7.3f} ms  {100 * v / per_step:5.1f}%  {k}")
     vstep, _ = lenet_steps()
     vstep()
-    pr = cProfile.Profile()
+    pr = cProfile.Profile(time.process_time)
     pr.enable()
     for _ in range(30):
         vstep()
@@ -228,13 +321,17 @@ def main():
                  f"{a.rounds} interleaved rounds; load average {load:.1f} at the start. Ratio = PyTorch time / "
                  "varlens time (> 1: varlens faster).")
     lines.append("")
-    lines.append("**(1) Conv2d forward + backward** (dL/dx, dL/dW, dL/db), batch 64, ms per call:")
+    lines.append("**(1) Conv2d and max-pool forward + backward** (conv: dL/dx, dL/dW, dL/db), batch 64, ms per call:")
     lines.append("")
     lines.append("| layer | varlens ms | PyTorch ms | ratio |")
     lines.append("|---|---:|---:|---:|")
     for label, *case in CONV_CASES:
         tv, tt = conv_case(*case, rounds=a.rounds)
         lines.append(f"| {label} | {tv * 1e3:.2f} | {tt * 1e3:.2f} | {tt / tv:.2f} |")
+        print(lines[-1], flush=True)
+    for label, *case in POOL_CASES:
+        tv, tt = pool_case(*case, rounds=a.rounds)
+        lines.append(f"| MaxPool2d forward + backward: {label} | {tv * 1e3:.2f} | {tt * 1e3:.2f} | {tt / tv:.2f} |")
         print(lines[-1], flush=True)
     vstep, tstep = lenet_steps()
     tv, tt = interleaved(vstep, tstep, a.rounds, 10)
@@ -258,6 +355,17 @@ def main():
                  f"{ratio:.2f} ({'met' if ratio <= 1.5 else 'not met'}) |")
     lines.append(f"| peak RSS rise during step 1 (with optimiser state) | {v0 / 1024:.1f} MiB | {t0 / 1024:.1f} MiB | "
                  f"{v0 / t0 if t0 else float('nan'):.2f} |")
+    per_step, rows = op_times(50)
+    lines.append("")
+    lines.append(f"**(4) Where varlens' LeNet step goes** (process time per step, {per_step * 1e3:.2f} ms in all; "
+                 "measured after (2) with every op wrapped in a timer, so read the shares; conv and pool labelled "
+                 "by the shape of their input (forward) or cotangent (backward)):")
+    lines.append("")
+    lines.append("| op | ms per step | share |")
+    lines.append("|---|---:|---:|")
+    for k, v in rows:
+        if v >= 0.02e-3:
+            lines.append(f"| {k} | {v * 1e3:.3f} | {100 * v / per_step:.0f}% |")
     lines.append("")
     lines.append(NOTES.rstrip("\n"))
     text = "\n".join(lines)

@@ -34,6 +34,7 @@ def _conv2d_cases(n, seed):
 @pytest.mark.parametrize("cfg", _conv2d_cases(24, 1), ids=lambda c: f"k{c['k']}s{c['stride']}p{c['padding']}d{c['dilation']}g{c['groups']}")
 @pytest.mark.parametrize("layout", ["flat", "per_sample", "per_sample_chunked"])
 def test_conv2d_matches_torch(cfg, layout, monkeypatch):
+    monkeypatch.setattr(C, "SHIFTED_MAX_WASTE", 0.0)  # these layouts, not the stride-1 one
     monkeypatch.setattr(C, "PER_SAMPLE_MIN_PIXELS", 10 ** 9 if layout == "flat" else 0)
     if layout == "per_sample_chunked":
         monkeypatch.setattr(C, "COLUMN_CHUNK", 1)  # one sample per column buffer
@@ -90,6 +91,114 @@ def test_conv2d_big_columns_are_rebuilt(monkeypatch, per_sample):
     TF.conv2d(tx, tw, stride=2, padding=1).sum().backward()
     assert_close(w.grad, tw.grad, what="rebuilt-columns dw")
     assert_close(x.grad, tx.grad, what="rebuilt-columns dx")
+
+
+def _shifted_cases(n, seed):
+    """Stride-1, groups-1 geometries (the shifted-rows path): kernels 1-5, dilation 1-3,
+    symmetric or asymmetric padding, outputs down to one row or one column."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < n:
+        kh, kw = (int(v) for v in rng.integers(1, 6, size=2))
+        d = tuple(int(v) for v in rng.integers(1, 4, size=2))
+        p = tuple(int(v) for v in rng.integers(0, 4, size=4))  # top, bottom, left, right
+        H, W = (int(v) for v in rng.integers(1, 13, size=2))
+        if H + p[0] + p[1] < d[0] * (kh - 1) + 1 or W + p[2] + p[3] < d[1] * (kw - 1) + 1:
+            continue
+        out.append(dict(N=int(rng.integers(1, 5)), cin=int(rng.integers(1, 4)), cout=int(rng.integers(1, 4)),
+                        k=(kh, kw), d=d, p=p, H=H, W=W, bias=bool(rng.integers(0, 2)),
+                        need=str(rng.choice(["all", "x", "w"]))))
+    return out
+
+
+@pytest.mark.parametrize("cfg", _shifted_cases(30, 11),
+                         ids=lambda c: f"k{c['k']}d{c['d']}p{c['p']}H{c['H']}W{c['W']}{c['need']}")
+@pytest.mark.parametrize("chunk", ["whole_batch", "one_image"])
+def test_conv2d_stride1_shifted_rows_matches_torch(cfg, chunk, monkeypatch):
+    """The stride-1 layout (flat shifted runs, wrapped columns dropped in forward and given a
+    zero cotangent in backward, bias folded into the products) against PyTorch, with any subset
+    of the inputs needing a gradient, asymmetric padding through F.pad, and chunking."""
+    monkeypatch.setattr(C, "SHIFTED_MAX_WASTE", 1e9)
+    if chunk == "one_image":
+        monkeypatch.setattr(C, "COLUMN_CHUNK", 1)
+    rng = np.random.default_rng(5)
+    nx, nw = cfg["need"] in ("all", "x"), cfg["need"] in ("all", "w")
+    x = vl.tensor(rng.standard_normal((cfg["N"], cfg["cin"], cfg["H"], cfg["W"])), requires_grad=nx)
+    w = vl.tensor(rng.standard_normal((cfg["cout"], cfg["cin"]) + cfg["k"]), requires_grad=nw)
+    b = vl.tensor(rng.standard_normal(cfg["cout"]), requires_grad=True) if cfg["bias"] else None
+    pt, pb, pl, pr = cfg["p"]
+    out = C.Conv2dFn.apply(x, w, b, stride=(1, 1), pads=(pt, pb, pl, pr), dilation=cfg["d"], groups=1)
+    assert out._node is not None and out._node.shifted
+    tx, tw = to_torch(x), to_torch(w)
+    tb = to_torch(b) if b is not None else None
+    tout = TF.conv2d(TF.pad(tx, (pl, pr, pt, pb)), tw, tb, dilation=cfg["d"])
+    assert_close(out, tout, what="shifted conv2d forward")
+    gy = rng.standard_normal(tuple(out.shape))
+    out.backward(vl.tensor(gy))
+    tout.backward(torch.from_numpy(gy))
+    if nx:
+        assert_close(x.grad, tx.grad, what="shifted dL/dx")
+    if nw:
+        assert_close(w.grad, tw.grad, rtol=1e-7, atol=1e-8, what="shifted dL/dw")
+    if b is not None:
+        assert_close(b.grad, tb.grad, what="shifted dL/db")
+
+
+def test_conv2d_shifted_rows_float32_noncontiguous_input_and_gradcheck():
+    """float32 at LeNet's shapes (bias in the product), a transposed (non-contiguous) input,
+    and a float64 finite-difference check of the stride-1 path with dilation and padding."""
+    rng = np.random.default_rng(12)
+    base = vl.tensor(rng.standard_normal((5, 3, 13, 14)).astype(np.float32), requires_grad=True)
+    x = base.transpose(2, 3)  # (5, 3, 14, 13), a strided view
+    assert not x._data.flags.c_contiguous
+    w = vl.tensor((rng.standard_normal((16, 3, 5, 5)) * 0.2).astype(np.float32), requires_grad=True)
+    b = vl.tensor(rng.standard_normal(16).astype(np.float32), requires_grad=True)
+    out = C.conv2d(x, w, b, padding=2)
+    assert out.dtype == np.float32 and out._node.shifted and out._data.flags.c_contiguous
+    tbase, tw, tb = to_torch(base), to_torch(w), to_torch(b)
+    tout = TF.conv2d(tbase.transpose(2, 3), tw, tb, padding=2)
+    assert_close(out, tout, rtol=1e-4, atol=1e-4, what="float32 shifted forward")
+    gy = rng.standard_normal(tuple(out.shape)).astype(np.float32)
+    out.backward(vl.tensor(gy))
+    tout.backward(torch.from_numpy(gy))
+    for a, t, n in [(base, tbase, "dx"), (w, tw, "dw"), (b, tb, "db")]:
+        assert a.grad.dtype == np.float32
+        assert_close(a.grad, t.grad, rtol=1e-4, atol=1e-3, what=f"float32 shifted {n}")
+    x64 = vl.tensor(rng.standard_normal((2, 2, 6, 7)), requires_grad=True)
+    w64 = vl.tensor(rng.standard_normal((3, 2, 3, 2)), requires_grad=True)
+    b64 = vl.tensor(rng.standard_normal(3), requires_grad=True)
+    assert gradcheck(lambda x, w, b: C.conv2d(x, w, b, padding=(2, 1), dilation=(1, 2)), (x64, w64, b64))
+    assert gradcheck(lambda x, w: C.conv2d(x, w, padding="same"), (x64, w64))
+
+
+@pytest.mark.parametrize("p,q", [(3, 26), (30, 4), (16, 31)], ids=["gemv-rows", "gemv-cols", "gemm"])
+def test_weight_gradient_product_all_three_ways(p, q):
+    """_gram(a, b) = a @ b^T whichever way it is computed (per-row GEMV for a thin side)."""
+    rng = np.random.default_rng(14)
+    a, b = rng.standard_normal((p, 500)), rng.standard_normal((q, 500))
+    out = C._gram(a, b, np.empty((p, q)))
+    np.testing.assert_allclose(out, a @ b.T, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kw", [dict(padding=1), dict(stride=2, padding=1), dict(padding=1, groups=2)],
+                         ids=["shifted", "im2col", "groups"])
+def test_conv_backward_twice_with_retain_graph(kw):
+    """retain_graph=True keeps what backward needs: a second backward adds the same gradients."""
+    rng = np.random.default_rng(13)
+    x = vl.tensor(rng.standard_normal((2, 4, 6, 6)), requires_grad=True)
+    w = vl.tensor(rng.standard_normal((4, 4 // kw.get("groups", 1), 3, 3)), requires_grad=True)
+    y = (C.conv2d(x, w, **kw) ** 2).sum()
+    y.backward(retain_graph=True)
+    gx, gw = x.grad._data.copy(), w.grad._data.copy()
+    y.backward()
+    assert_close(x.grad, 2 * gx, what="dx after two backwards")
+    assert_close(w.grad, 2 * gw, what="dw after two backwards")
+    wt = vl.tensor(rng.standard_normal((4, 2, 3, 3)), requires_grad=True)
+    z = C.conv_transpose2d(x, wt, stride=2).sum()
+    z.backward(retain_graph=True)
+    g1 = wt.grad._data.copy()
+    z.backward()
+    assert_close(wt.grad, 2 * g1, what="conv_transpose2d dw after two backwards")
 
 
 def test_conv2d_float32_and_unbatched():

@@ -354,3 +354,158 @@ def test_sigmoid_fast_path_matches_torch_at_extremes():
         np.testing.assert_allclose(got._data, ref, rtol=4 * np.finfo(dt).eps, atol=np.finfo(dt).tiny)  # torch flushes subnormals
     xs = vl.randn(4, 3, dtype=vl.float64, requires_grad=True)
     gradcheck(lambda a: vl.nn.functional.silu(a), [xs])
+    # integer input: float64 values (as vl.exp gives; torch would give float32), not truncated to 0/1
+    xi = np.array([3, -2, 0, 40, -40])
+    got = vl.sigmoid(Tensor._make(xi))
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got._data, torch.sigmoid(torch.from_numpy(xi).double()).numpy(), rtol=1e-15)
+    np.testing.assert_allclose(vl.nn.functional.silu(Tensor._make(xi))._data,
+                               torch.nn.functional.silu(torch.from_numpy(xi).double()).numpy(), rtol=1e-15)
+    # 0-d inputs take the two-branch form: check both signs against torch
+    for v in (-30.0, 2.5):
+        for dt in (np.float32, np.float64):
+            a = np.array(v, dtype=dt)
+            np.testing.assert_allclose(vl.sigmoid(Tensor._make(a))._data, torch.sigmoid(torch.from_numpy(a)).numpy(),
+                                       rtol=4 * np.finfo(dt).eps)
+
+
+# ------------------------------------------------------------- speed paths (benchmarks/bench_generative.py)
+def test_time_embedding_cache_equals_the_formula():
+    emb = vl.generative.SinusoidalTimeEmbedding(8, max_steps=50)
+    t = np.array([0, 1, 7, 50, 7])
+    for dt in (np.float32, np.float64, np.float32):  # the second float32 call reads the cached table
+        e = emb(Tensor._make(t), dt)._data
+        assert e.dtype == dt and e.shape == (5, 8)
+        # row t, column 2i: sin(t / 10000^(2i/8)); column 2i + 1: cos of the same angle
+        ang = t[:, None] / 10000.0 ** (np.arange(0, 8, 2) / 8)
+        np.testing.assert_allclose(e[:, 0::2], np.sin(ang), rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(e[:, 1::2], np.cos(ang), rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(emb(t, np.float32)._data, emb.table[t].astype(np.float32))
+    with pytest.raises(IndexError):
+        emb(np.array([51]))
+
+
+@pytest.mark.parametrize("num_classes", [None, 3])
+def test_denoiser_no_grad_fast_path_equals_the_recorded_forward(num_classes):
+    vl.manual_seed(3)
+    m = DenoiserMLP(data_dim=3, hidden=(16, 12, 12), time_dim=8, max_steps=30, num_classes=num_classes).double()
+    x = Tensor._make(np.random.default_rng(0).standard_normal((7, 3)) * 4)
+    y = Tensor._make(np.array([0, 1, 2, 3, 0, 1, 2])) if num_classes else None
+    for t0 in (1, 13, 30):
+        t = Tensor._make(np.full(7, t0))
+        ref = m(x, t, y)                      # grad on: the recorded Linear/SiLU path
+        assert ref.requires_grad
+        fast = m._forward_shared_t(x, t, y)   # the array path used under no_grad
+        assert fast is not None and not fast.requires_grad
+        np.testing.assert_allclose(fast._data, ref._data, rtol=1e-12, atol=1e-14)
+        with vl.no_grad():
+            np.testing.assert_allclose(m(x, t, y)._data, ref._data, rtol=1e-12, atol=1e-14)
+    # steps that differ across the batch, or a hook on a layer: the fast path declines
+    tv = Tensor._make(np.arange(1, 8))
+    assert m._forward_shared_t(x, tv, y) is None
+    ref_v = m(x, tv, y)._data
+    with vl.no_grad():
+        np.testing.assert_allclose(m(x, tv, y)._data, ref_v, rtol=1e-12, atol=1e-14)
+        for i in (0, 4):  # each example alone has a shared t: the fast path gives the same rows
+            one = m(x[i:i + 1], tv[i:i + 1], y[i:i + 1] if y is not None else None)._data
+            np.testing.assert_allclose(one[0], ref_v[i], rtol=1e-12, atol=1e-14)
+    seen = []
+    h = m.layers[1].register_forward_hook(lambda mod, a, out: seen.append(out.shape))
+    with vl.no_grad():
+        m(x, Tensor._make(np.full(7, 5)), y)
+    h.remove()
+    assert seen == [(7, 12)]
+    # float32, benchmark-sized layers: SiLU as h'(1 + tanh h') agrees to float32 rounding
+    vl.manual_seed(4)
+    m32 = DenoiserMLP(2, (256, 256), time_dim=64, max_steps=1000)
+    x32 = Tensor._make((np.random.default_rng(1).standard_normal((64, 2)) * 3).astype(np.float32))
+    for t0 in (1, 500, 1000):
+        t = Tensor._make(np.full(64, t0))
+        ref = m32(x32, t)._data
+        with vl.no_grad():
+            got = m32(x32, t)._data
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-6 * np.abs(ref).max())
+
+
+def test_in_place_sampler_steps_equal_the_reference_formulas():
+    D = GaussianDiffusion.linear(40, beta_end=0.2)
+    rng = np.random.default_rng(5)
+    x, eps, z = (rng.standard_normal((6, 2)) for _ in range(3))
+    for t in (40, 17, 2, 1):
+        # ancestral step: mu(x_t, t) (§11.4.2, through the per-example table gathers) + sigma_t z
+        ref = D.mean_from_eps(Tensor._make(x), np.full(6, t), Tensor._make(eps))._data
+        if t > 1:
+            ref = ref + D.sigmas[t] * z
+        got = D._p_step_(x.copy(), eps, t, z if t > 1 else None)
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+        # clipped: the corrected posterior mean m_t(clip(x0_hat), x_t) + sigma_t z
+        x0 = D.predict_x0(Tensor._make(x), np.full(6, t), Tensor._make(eps)).clamp(-1.0, 1.0)
+        ref = D.q_posterior(x0, Tensor._make(x), np.full(6, t))[0]._data
+        if t > 1:
+            ref = ref + D.sigmas[t] * z
+        got = D._p_step_(x.copy(), eps, t, z if t > 1 else None, clip=1.0)
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    # whole samplers against loops of Tensor formulas, same generator stream and model
+    m = _tiny(1)
+
+    def model(xx, tt, **kw):
+        return m(xx, tt)
+    D = GaussianDiffusion.linear(20, beta_end=0.2)
+    got = D.sample(model, (5, 2), generator=vl.Generator().manual_seed(3), dtype=vl.float64)._data
+    g = vl.Generator().manual_seed(3)
+    xr = vl.randn(5, 2, generator=g, dtype=vl.float64)
+    for t in range(20, 0, -1):
+        xr = D.p_sample(model, xr, t, generator=g)
+    np.testing.assert_allclose(got, xr._data, rtol=1e-12, atol=1e-14)
+    got = D.ddim_sample(model, (5, 2), steps=6, generator=vl.Generator().manual_seed(4), dtype=vl.float64)._data
+    xr = vl.randn(5, 2, generator=vl.Generator().manual_seed(4), dtype=vl.float64)
+    ts = D.ddim_timesteps(6)
+    ab = D.alphas_cumprod
+    for i, t in enumerate(ts):
+        e = m(xr, Tensor._make(np.full(5, t)))
+        x0 = (xr - math.sqrt(1 - ab[t]) * e) * (1 / math.sqrt(ab[t]))
+        xr = x0 if i == len(ts) - 1 else math.sqrt(ab[ts[i + 1]]) * x0 + math.sqrt(1 - ab[ts[i + 1]]) * e
+    np.testing.assert_allclose(got, xr._data, rtol=1e-12, atol=1e-14)
+    # a model whose output is its input (eps aliases x): DDIM must not read an overwritten eps
+    D.ddim_sample(lambda xx, tt, **k: xx, (3, 2), steps=4, generator=vl.Generator().manual_seed(0))
+    xi = vl.randn(3, 2, generator=vl.Generator().manual_seed(0))._data
+    for i, t in enumerate(D.ddim_timesteps(4)):
+        x0 = (xi - math.sqrt(1 - ab[t]) * xi) / math.sqrt(ab[t])
+        s = D.ddim_timesteps(4)[i + 1] if i < 3 else 0
+        xi = x0 if s == 0 else math.sqrt(ab[s]) * x0 + math.sqrt(1 - ab[s]) * xi
+    np.testing.assert_allclose(D.ddim_sample(lambda xx, tt, **k: xx, (3, 2), steps=4,
+                                             generator=vl.Generator().manual_seed(0))._data, xi, rtol=1e-5)
+
+
+def test_silu_op_gradcheck_double_backward_and_torch_parity():
+    # SiLU's forward now saves its output and the array backward computes s (1 + x - y)
+    x = np.concatenate([np.array([-120.0, -30.0, -8.0, -1e-4, 0.0, 1e-4, 8.0, 30.0, 120.0]),
+                        np.random.default_rng(0).standard_normal(11) * 3])
+    for dt, tol in ((np.float64, 1e-13), (np.float32, 3e-6)):
+        a = Tensor._make(x.astype(dt)).requires_grad_(True)
+        ta = torch.from_numpy(x.astype(dt)).requires_grad_(True)
+        y = vl.nn.functional.silu(a)
+        ty = torch.nn.functional.silu(ta)
+        w = np.linspace(-1, 2, x.size).astype(dt)
+        (y * Tensor._make(w)).sum().backward()
+        (ty * torch.from_numpy(w)).sum().backward()
+        assert_close(y, ty, rtol=tol, atol=tol * 1e-2, what=f"silu {dt.__name__}")
+        assert_close(a.grad, ta.grad, rtol=tol, atol=tol * 1e-2, what=f"silu grad {dt.__name__}")
+    xs = vl.randn(3, 4, dtype=vl.float64, requires_grad=True)
+    gradcheck(lambda v: vl.nn.functional.silu(v), [xs])
+    (g,) = vl.autograd.grad(vl.nn.functional.silu(xs).sum(), [xs], create_graph=True)
+    (h,) = vl.autograd.grad((g * g).sum(), [xs])
+    tx = to_torch(xs, True)
+    (tg,) = torch.autograd.grad(torch.nn.functional.silu(tx).sum(), [tx], create_graph=True)
+    (th,) = torch.autograd.grad((tg * tg).sum(), [tx])
+    assert_close(g, tg, rtol=1e-12)
+    assert_close(h, th, rtol=1e-10, atol=1e-12)
+    # the backward reads the saved output: an in-place change to it afterwards must not leak in
+    z = vl.randn(4, dtype=vl.float64, requires_grad=True)
+    out = vl.nn.functional.silu(z * 1.0)
+    out.add_(1.0)
+    out.sum().backward()
+    tz = to_torch(z, True)
+    torch.nn.functional.silu(tz).sum().backward()
+    assert_close(z.grad, tz.grad, rtol=1e-12, atol=1e-14)

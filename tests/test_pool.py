@@ -74,6 +74,68 @@ def test_max_pool_ties_and_nan_follow_torch():
     assert np.isnan(r[0, 0, 0, 0]) and not np.isnan(r[0, 0, 1, 1])
 
 
+@pytest.mark.parametrize("k,H,W", [(2, 8, 8), (2, 7, 9), (3, 9, 7), ((2, 3), 6, 10), (1, 4, 5), ((3, 2), 11, 5)])
+@pytest.mark.parametrize("values", ["random", "ties"])
+def test_max_pool2d_tiled_fast_path_matches_torch(k, H, W, values):
+    """kernel == stride without padding (the usual 2x2 pool, also windows that leave rows or
+    columns over): values, indices and the gradient equal PyTorch's exactly, including windows
+    with tied maxima (small integers: the gradient goes to the first maximum only)."""
+    rng = np.random.default_rng(7)
+    shape = (3, 2, H, W)
+    a = rng.integers(-2, 3, size=shape).astype(np.float64) if values == "ties" else rng.standard_normal(shape)
+    x = vl.tensor(a, requires_grad=True)
+    out, idx = C.max_pool2d(x, k, return_indices=True)
+    assert out._node.tiled
+    tx = to_torch(x)
+    tout, tidx = TF.max_pool2d(tx, k, return_indices=True)
+    assert np.array_equal(out._data, tout.detach().numpy())
+    assert np.array_equal(idx._data, tidx.numpy())
+    gy = rng.standard_normal(tuple(out.shape))
+    out.backward(vl.tensor(gy))
+    tout.backward(torch.from_numpy(gy))
+    assert np.array_equal(x.grad._data, tx.grad.numpy())
+    if values == "ties":  # every window passes its cotangent to exactly one input
+        assert np.count_nonzero(x.grad._data) == np.count_nonzero(gy)
+
+
+@pytest.mark.parametrize("k,s", [(2, 2), (3, 2)], ids=["tiled", "overlapping"])
+def test_max_pool2d_nan_gradient_goes_where_torch_sends_it(k, s):
+    """A window with NaN outputs NaN; PyTorch's CPU kernel routes its gradient to the window's
+    last NaN (it takes an entry that is greater than the best so far or is NaN)."""
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((2, 2, 8, 8))
+    a[rng.random(a.shape) < 0.15] = np.nan
+    a[0, 0, :2, :2] = [[np.nan, 1.0], [np.nan, 5.0]]
+    x = vl.tensor(a, requires_grad=True)
+    out, idx = C.max_pool2d(x, k, stride=s, return_indices=True)
+    tx = to_torch(x)
+    tout, tidx = TF.max_pool2d(tx, k, stride=s, return_indices=True)
+    assert np.array_equal(np.isnan(out._data), np.isnan(tout.detach().numpy()))
+    assert np.array_equal(idx._data, tidx.numpy())
+    gy = rng.standard_normal(tuple(out.shape))
+    out.backward(vl.tensor(gy))
+    tout.backward(torch.from_numpy(gy))
+    assert_close(x.grad, tx.grad, what="NaN routing")  # overlapping windows may add in another order
+
+
+def test_max_pool2d_tiled_gradcheck_double_backward_and_integers():
+    rng = np.random.default_rng(9)
+    x = vl.tensor(rng.standard_normal((2, 3, 6, 7)), requires_grad=True)
+    assert gradcheck(lambda x: C.max_pool2d(x, 2), (x,))
+    assert gradgradcheck(lambda x: C.max_pool2d(x, (3, 2)) ** 2, (x,))
+    xt = vl.tensor(rng.standard_normal((2, 3, 6, 7)), requires_grad=True)  # create_graph through the fast path
+    (g,) = vl.autograd.grad(C.max_pool2d(xt, 2).pow(2).sum(), [xt], create_graph=True)
+    txt = to_torch(xt)
+    (tg,) = torch.autograd.grad(TF.max_pool2d(txt, 2).pow(2).sum(), [txt], create_graph=True)
+    assert_close(g, tg, what="first derivative with create_graph")
+    g.sum().backward()
+    tg.sum().backward()
+    assert_close(xt.grad, txt.grad, what="second derivative")
+    xi = rng.integers(-50, 50, size=(2, 2, 6, 6))
+    ref = xi.reshape(2, 2, 3, 2, 3, 2).max(axis=(3, 5))
+    assert np.array_equal(C.max_pool2d(vl.tensor(xi), 2)._data, ref)
+
+
 @pytest.mark.parametrize("H,W,out", [(8, 8, 1), (7, 9, (3, 4)), (5, 6, (5, 2)), (6, 6, (3, 3)), (7, 5, (None, 2)), (4, 4, (6, 5))])
 def test_adaptive_avg_pool2d_matches_torch(H, W, out):
     rng = np.random.default_rng(2)

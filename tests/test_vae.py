@@ -213,3 +213,87 @@ def test_naive_prior_sampling_is_unbiased_but_far_noisier():
     w = np.exp(logw)
     assert w.mean() == pytest.approx(px, rel=1e-8)
     assert lik.std() > 100 * w.std() + 1e-300 and lik.std() / px > 1.0
+
+
+# ------------------------------------------------------------- fused ops (one tape node each)
+def test_fused_vae_ops_gradcheck_second_order_and_torch_parity():
+    from varlens.generative.vae import BernoulliNLL, KLStdNormal, Reparameterize, bernoulli_nll
+    rng = np.random.default_rng(6)
+    l = T(rng.standard_normal((4, 2, 3)) * 3).requires_grad_(True)
+    x = T(rng.random((4, 2, 3))).requires_grad_(True)       # soft targets: d/dx is checked too
+    mu = T(rng.standard_normal((4, 5))).requires_grad_(True)
+    lv = T(rng.standard_normal((4, 5))).requires_grad_(True)
+    eps = T(rng.standard_normal((4, 5))).requires_grad_(True)
+    gradcheck(lambda a, b: bernoulli_nll(a, b), [l, x])
+    gradcheck(lambda a, b: kl_standard_normal(a, b), [mu, lv])
+    gradcheck(lambda a, b, c: Reparameterize.apply(a, b, c), [mu, lv, eps])
+    # second derivatives go through the composites
+    for fn, args in ((lambda a, b: bernoulli_nll(a, b), (l, x)), (lambda a, b: kl_standard_normal(a, b), (mu, lv)),
+                     (lambda a, b, c: Reparameterize.apply(a, b, c), (mu, lv, eps))):
+        gs = vl.autograd.grad(fn(*args).sum(), list(args), create_graph=True)
+        hs = vl.autograd.grad(sum((g * g).sum() for g in gs), list(args), allow_unused=True)
+        targs = [to_torch(a, True) for a in args]
+        if len(args) == 3:
+            tout = targs[0] + (0.5 * targs[1]).exp() * targs[2]
+        elif args[0] is l:
+            bce = torch.nn.functional.binary_cross_entropy_with_logits
+            tout = bce(targs[0], targs[1], reduction="none").sum((1, 2))
+        else:
+            tout = 0.5 * (targs[1].exp() + targs[0] ** 2 - targs[1] - 1).sum(-1)
+        tgs = torch.autograd.grad(tout.sum(), targs, create_graph=True)
+        ths = torch.autograd.grad(sum((g * g).sum() for g in tgs), targs, allow_unused=True)
+        for a, b in zip(gs, tgs):
+            assert_close(a, b, rtol=1e-10, atol=1e-12)
+        for a, b in zip(hs, ths):
+            if b is None:
+                assert a is None or np.allclose(a._data, 0)
+            else:
+                assert_close(a, b, rtol=1e-9, atol=1e-12)
+    # float32 values and gradients against torch, saturated logits included
+    l32 = np.concatenate([rng.standard_normal((3, 20)) * 4, np.array([[-200, -90, -20, 0, 20, 90, 200] + [1] * 13])])
+    x32 = (rng.random((4, 20)) < 0.4).astype(np.float32)
+    a = Tensor._make(l32.astype(np.float32)).requires_grad_(True)
+    ta = torch.from_numpy(l32.astype(np.float32)).requires_grad_(True)
+    out = BernoulliNLL.apply(a, Tensor._make(x32))
+    tout = torch.nn.functional.binary_cross_entropy_with_logits(ta, torch.from_numpy(x32), reduction="none").sum(1)
+    w = np.array([0.5, -1.0, 2.0, 1.5], np.float32)
+    (out * Tensor._make(w)).sum().backward()
+    (tout * torch.from_numpy(w)).sum().backward()
+    assert out.dtype == np.float32
+    assert_close(out, tout, rtol=2e-6, atol=1e-5)
+    assert_close(a.grad, ta.grad, rtol=1e-5, atol=1e-7)
+    m32, v32 = (Tensor._make(rng.standard_normal((6, 3)).astype(np.float32)).requires_grad_(True) for _ in range(2))
+    tm, tv = to_torch(m32, True), to_torch(v32, True)
+    kl = KLStdNormal.apply(m32, v32)
+    tkl = 0.5 * (tv.exp() + tm ** 2 - tv - 1).sum(-1)
+    kl.sum().backward()
+    tkl.sum().backward()
+    assert_close(kl, tkl, rtol=1e-6, atol=1e-6)
+    assert_close(m32.grad, tm.grad, rtol=1e-6)
+    assert_close(v32.grad, tv.grad, rtol=1e-6, atol=1e-7)
+    with pytest.raises(ValueError, match="x must have the logits' shape"):
+        bernoulli_nll(a, Tensor._make(x32[:, :5]))
+
+
+def test_vae_loss_fast_path_equals_the_elbo_composition():
+    # VAE.loss (fused nodes) against -elbo(...).mean() built from the small ops, same eps draw
+    vl.manual_seed(0)
+    net = VAE(in_features=12, latent_dim=3, hidden=(8,), beta=1.7).double()
+    x = T((np.random.default_rng(0).random((5, 12)) < 0.5).astype(float))
+    vl.manual_seed(11)
+    fused = net.loss(x)
+    fused.backward()
+    g1 = [p.grad._data.copy() for p in net.parameters()]
+    net.zero_grad()
+    vl.manual_seed(11)
+    mu, lv = net.encode(x)
+    eps = vl.randn(*mu.shape, dtype=mu.dtype)
+    z = mu + vl.exp(0.5 * lv) * eps
+    logits = net.decode(z)
+    rec = -vl.nn.functional.binary_cross_entropy_with_logits(logits, x, reduction="none").sum(1)
+    kl = (0.5 * (vl.exp(lv) + mu * mu - lv - 1)).sum(1)
+    ref = -(rec - 1.7 * kl).mean()
+    ref.backward()
+    assert float(fused) == pytest.approx(float(ref), rel=1e-12)
+    for a, p in zip(g1, net.parameters()):
+        np.testing.assert_allclose(a, p.grad._data, rtol=1e-10, atol=1e-13)

@@ -104,6 +104,39 @@ def matmul(a, b):
 _thread_limit = [None]
 
 
+_CONST = {}
+
+
+def _const(key, make):
+    """A read-only array built once by ``make()`` and kept under ``key`` (a small cache)."""
+    a = _CONST.get(key)
+    if a is None:
+        if len(_CONST) >= 256:
+            _CONST.clear()
+        a = _CONST[key] = make()
+        a.flags.writeable = False
+    return a
+
+
+def zeros_cached(shape, dtype):
+    """Read-only zeros of this shape and dtype, cached.
+
+    ``np.maximum(x, 0)`` with a scalar runs an unvectorised loop (several times slower than
+    against an array of zeros), so ReLU compares against one of these instead.
+    """
+    return _const(("zeros", shape, dtype), lambda: np.zeros(shape, dtype=dtype))
+
+
+def ones_cached(n, dtype):
+    """A read-only vector of n ones, cached: sums as BLAS matrix-vector products use it."""
+    return _const(("ones", n, dtype), lambda: np.ones(n, dtype=dtype))
+
+
+def arange_cached(start, stop, step):
+    """A read-only int64 ``arange(start, stop, step)``, cached (row offsets for flat indexing)."""
+    return _const(("arange", start, stop, step), lambda: np.arange(start, stop, step))
+
+
 def set_num_threads(n: int) -> None:
     """Limit the BLAS threads NumPy uses (torch.set_num_threads).  On a shared or small
     machine one thread per process is often faster for small matrices."""

@@ -183,8 +183,7 @@ class Tensor:
             raise TypeError("iteration over a 0-d tensor")
         return (self[i] for i in range(self._data.shape[0]))
 
-    def __hash__(self):
-        return id(self)
+    __hash__ = object.__hash__  # identity (C-level: tensors key optimiser state and hook tables)
 
     def __array__(self, dtype=None, copy=None):
         return self._data if dtype is None else self._data.astype(dtype)

@@ -79,6 +79,9 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, capt
     if not root_nodes:
         return results
     anomaly = _gm._anomaly[0]
+    if capture is None and not create_graph and not anomaly:
+        _run_arrays(_toposort(root_nodes), grads, retain_graph)
+        return results
     sent = set()  # ids of arrays already handed on: a leaf must not share one (see _deliver_leaf)
     owned = set()  # ids of accumulated sums the engine created itself (safe to add into in place)
     enabled = _gm._enabled
@@ -153,6 +156,111 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, capt
     finally:
         enabled[0] = prev
     return results
+
+
+def _run_arrays(order, grads, retain_graph):
+    """run_backward's loop for the common case, first-order ``.backward()`` on arrays (no
+    create_graph, no autograd.grad capture, no anomaly mode): the same steps with the
+    leaf delivery and version checks written inline, since this loop is most of the
+    framework's own cost in a small model's training step."""
+    F = Function
+    nd = ndarray
+    T = Tensor
+    # A leaf keeps the array it is handed unless that array is also held elsewhere.  Only
+    # ids of arrays known to be alive are tracked (an id of a freed array can be reused by
+    # a new one, which would force needless copies): arrays waiting in `grads`, and arrays
+    # handed to a leaf without a copy (the leaf keeps them alive).
+    waiting = set()
+    given = set()
+    owned = set()  # ids of sums this loop created itself (safe to add into in place)
+    enabled = _gm._enabled
+    prev = enabled[0]
+    enabled[0] = False
+    try:
+        for node in order:
+            g = grads.pop(node, None)
+            if g is None:
+                continue
+            kg = id(g)
+            waiting.discard(kg)
+            if owned:
+                owned.discard(kg)
+            if node.hooks:
+                for h in node.hooks:
+                    r = h(T._make(g))
+                    if r is not None:
+                        g = r._data
+            if node.saved is None:
+                raise RuntimeError(
+                    f"Trying to backward through the graph a second time (at {type(node).__name__}): "
+                    "its saved values were freed after the first backward. Pass retain_graph=True "
+                    "to the first backward() if you need to call it again.")
+            vs = node._vs
+            if vs is not None:
+                for ver, v in vs:
+                    if ver[0] != v:
+                        node._check_versions()
+            gin = node.backward(g)
+            if not retain_graph:
+                node.saved = None
+                node._args = None
+            if type(gin) is not tuple:
+                gin = (gin,)
+            multi = len(gin) > 1
+            for p, gi in zip(node.next, gin):
+                if p is None or gi is None:
+                    continue
+                if isinstance(p, F):
+                    if gi.shape != p._oshape:
+                        gi = sum_to(gi, p._oshape)
+                    if gi.dtype != p._odtype:
+                        gi = gi.astype(p._odtype)
+                    cur = grads.get(p)
+                    if cur is None:
+                        grads[p] = gi
+                        waiting.add(id(gi))
+                    elif id(cur) in owned:
+                        cur += gi  # a sum this loop made: nobody else holds it
+                    else:
+                        cur = grads[p] = cur + gi
+                        if cur.__class__ is nd:  # (NumPy scalars cannot add in place)
+                            owned.add(id(cur))
+                            waiting.add(id(cur))
+                    continue
+                d = p._data
+                if gi.shape != d.shape:
+                    gi = sum_to(gi, d.shape)
+                if gi.dtype != d.dtype:
+                    gi = gi.astype(d.dtype)
+                k = id(gi)
+                shared = gi is g or k in waiting or k in given
+                if multi and not shared:  # the same array returned for two inputs?
+                    n = 0
+                    for x in gin:
+                        if x is gi:
+                            n += 1
+                    shared = n > 1
+                if p.hooks_:
+                    _deliver_leaf(p, gi, shared, None, None, False)
+                    given.add(k)
+                    continue
+                gr = p.grad
+                if gr is None:
+                    if gi.__class__ is not nd:
+                        gi = xp.asarray(gi)  # a NumPy scalar from 0-d math: give the leaf a real array
+                    elif shared or not gi.flags.owndata:
+                        gi = gi.copy()  # never let two leaves (or a leaf and the graph) share a buffer
+                    else:
+                        given.add(k)
+                    p.grad = T._make(gi)
+                else:
+                    old = gr._data
+                    if old.flags.writeable and old.shape == gi.shape and not gr._rg:
+                        old += gi
+                    else:
+                        gr._data = old + gi
+    finally:
+        enabled[0] = prev
 
 
 def _deliver_leaf(t, gi, shared, results, capture, create_graph):

@@ -13,8 +13,8 @@ from varlens.generative.diffusion import (DenoiserMLP, GaussianDiffusion, Sinuso
                                           cosine_beta_schedule, linear_beta_schedule)
 from varlens.generative.metrics import (energy_distance, feature_frechet_distance,  # noqa: F401
                                         frechet_distance, mmd_rbf, mode_coverage, ring_centers)
-from varlens.generative.vae import (VAE, elbo, gaussian_kl, importance_log_px, kl_standard_normal,  # noqa: F401
-                                    log_likelihood, reparameterize)
+from varlens.generative.vae import (VAE, bernoulli_nll, elbo, gaussian_kl, importance_log_px,  # noqa: F401
+                                    kl_standard_normal, log_likelihood, reparameterize)
 from varlens.generative.gan import (DCGANDiscriminator, DCGANGenerator, MLPDiscriminator, MLPGenerator,  # noqa: F401
                                     dcgan_init_, discriminator_loss, generator_loss, train_gan)
 from varlens.generative.unet import CrossAttention2d, SelfAttention2d, UNet  # noqa: F401

@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+from varlens.backend import ones_cached
+
 # module kinds, by class name (so this layer does not import the nn layer classes)
 LINEAR_LIKE = {"Linear", "Conv1d", "Conv2d", "Conv3d", "Bilinear", "LazyLinear"}
 ACT_NAMES = {"ReLU": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid", "GELU": "gelu", "SiLU": "silu",
@@ -31,7 +33,28 @@ NORM_LIKE = {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNor
              "InstanceNorm1d", "InstanceNorm2d"}
 DROPOUT_LIKE = {"Dropout", "Dropout1d", "Dropout2d", "Dropout3d"}
 SAT_LEVEL = 0.99
-_ONES = {}   # (size, dtype) -> ones vector, for BLAS sums of parameters
+
+
+def _ones(n, dtype):
+    return ones_cached(n, dtype)
+
+
+def moments(a):
+    """(n, mean, second moment) of an array: two BLAS dots, for inputs whose only use is the
+    local propagation rule (no max, zeros or per-row statistics).  None if not finite."""
+    flat = a.reshape(-1)
+    if flat.size == 0:
+        return None
+    if flat.dtype.kind != "f" or flat.dtype.itemsize < 4:
+        flat = flat.astype(np.float64)
+    if not flat.flags.c_contiguous:
+        flat = np.ascontiguousarray(flat)
+    s1 = float(flat @ _ones(flat.size, flat.dtype))
+    s2 = float(flat @ flat)
+    if not (math.isfinite(s1) and math.isfinite(s2)):
+        return None
+    n = flat.size
+    return n, s1 / n, s2 / n
 
 
 def _absmax(flat):
@@ -60,21 +83,20 @@ def summarize(a):
     if rows2.dtype.kind != "f":
         rows2 = rows2.astype(np.float64)
     fast = rows2.dtype.itemsize >= 4 and rows2.flags.c_contiguous
-    with np.errstate(invalid="ignore", over="ignore"):
-        if fast:
-            # row sums as a BLAS matrix-vector product and row sums of squares by einsum:
-            # two passes over the data and no temporary the size of the input
-            key = (width, rows2.dtype)
-            ones = _ONES.get(key)
-            if ones is None:
-                ones = _ONES[key] = np.ones(width, dtype=rows2.dtype)
-            rs = rows2 @ ones
-            rq = np.einsum("ij,ij->i", rows2, rows2).astype(np.float64) / width
-        else:
+    if fast:
+        # row sums as a BLAS matrix-vector product, row sums of squares by vecdot, the sum
+        # over rows as a float64 BLAS dot: two passes over the data, no temporary the size
+        # of the input, and none of these raise floating-point warnings on Inf/NaN
+        rs = rows2 @ _ones(width, rows2.dtype)
+        rq = np.vecdot(rows2, rows2).astype(np.float64)
+        rq /= width
+        s1 = float(rs.astype(np.float64) @ _ones(rs.shape[0], np.float64))
+    else:
+        with np.errstate(invalid="ignore", over="ignore"):
             rs = rows2.sum(axis=1, dtype=np.float64) if rows2.dtype.itemsize < 4 else rows2.sum(axis=1)
             rq = (rows2 * rows2).sum(axis=1).astype(np.float64) / width
-        s1 = float(rs.astype(np.float64).sum())
-        s2 = float(rq.sum()) * width
+            s1 = float(rs.astype(np.float64).sum())
+    s2 = float(rq.sum()) * width
     if math.isfinite(s1) and math.isfinite(s2):
         n = rows2.size
         mean = s1 / n
@@ -157,9 +179,7 @@ class Stats:
             return
         if flat.dtype.kind != "f":
             flat = flat.astype(np.float64)
-        ones = _ONES.get((flat.size, flat.dtype))
-        if ones is None:
-            ones = _ONES[(flat.size, flat.dtype)] = np.ones(flat.size, flat.dtype)
+        ones = _ones(flat.size, flat.dtype)
         with np.errstate(invalid="ignore", over="ignore"):
             s1 = float(np.dot(flat, ones))      # BLAS: much faster than a ufunc reduction here
             s2 = float(np.dot(flat, flat))
@@ -276,10 +296,14 @@ class Record:
         self.weight_grad = Stats()
         self.fan_in = None
         self.rows = None       # leading dimension of the output (batch rows)
+        self.sat_kind = _UNSET  # saturation kind of the module's output (found on first use)
 
     @property
     def inp_moments(self):
         return (self.inp_mean, self.inp_q)
+
+
+_UNSET = object()
 
 
 def _saturation_kind(module):
@@ -383,7 +407,10 @@ class Lens:
         if out is None:
             return
         a = out._data
-        rec.out.update(a, _saturation_kind(module), self._summary(a))
+        kind = rec.sat_kind
+        if kind is _UNSET:
+            kind = rec.sat_kind = _saturation_kind(module)
+        rec.out.update(a, kind, self._summary(a))
         rec.rows = a.shape[0] if a.ndim else 1
         self._produced[id(a)] = (a, key)
         if self.grads and out.requires_grad:
@@ -401,10 +428,18 @@ class Lens:
             # reuse the producer's statistics of this very array (no second pass)
             m, q, n = prod.out.mean, prod.out.second_moment, 1
         else:
-            sm = self._summary(a)
-            if sm[0] == 0:
-                return
-            m, q, n = sm[1], sm[2] / sm[0] + sm[1] * sm[1], 1
+            hit = self._summ.get(id(a))
+            if hit is not None and hit[0] is a:
+                sm = hit[1]
+                if sm[0] == 0:
+                    return
+                m, q = sm[1], sm[2] / sm[0] + sm[1] * sm[1]
+            else:  # data or a tensor made outside any module: its mean and second moment suffice
+                mo = moments(a)
+                if mo is None:
+                    return
+                m, q = mo[1], mo[2]
+            n = 1
         if rec.type in NORM_LIKE:
             rec.inp_var_group = self._group_var(module, a)
         n_old = rec.inp_n

@@ -10,6 +10,7 @@ import math
 
 from varlens.autograd import function as _F
 from varlens.autograd.function import Function
+from varlens import backend as B
 from varlens.backend import get_default_dtype, xp
 from varlens.ops import dual as D
 
@@ -281,7 +282,8 @@ class ReLU(Function):
     seed 003 §1.6.4 takes 1 there, see docs/conventions.md)."""
 
     def forward(self, x):
-        y = xp.maximum(x, 0)
+        # against a cached array of zeros: NumPy's maximum with a scalar is not vectorised
+        y = xp.maximum(x, B.zeros_cached(x.shape, x.dtype)) if x.size >= 256 else xp.maximum(x, 0)
         self.save_for_backward(y)
         return y
 
@@ -374,22 +376,24 @@ class SiLU(Function):
     """out = x s(x);  d/dx = s(x) (1 + x (1 - s(x)))."""
 
     def forward(self, x):
-        self.save_for_backward(x)
         s = D._sigmoid_array(x)
         self.s = s                      # reused by the array-mode backward
-        return x * s
+        y = x * s
+        self.save_for_backward(x, y)
+        return y
 
     def backward(self, g):
-        x = self.saved[0]
+        """Product rule on x s(x) with s' = s (1 - s) (seed 003 §1.4.2): s + x s (1 - s)."""
+        x, y = self.saved
         if hasattr(g, "_data"):  # recorded (create_graph): recompute s from x
             s = D.sigmoid(x)
             return g * s * (1 + x * (1 - s))
-        s = self.s
-        d = 1 - s
-        d *= x
+        # array mode, in place on one buffer: x (1 - s) = x - y, so s (1 + x (1 - s)) = s (1 + x - y)
+        d = x - y
         d += 1
-        d *= s                          # s (1 + x (1 - s))
-        return g * d
+        d *= self.s
+        d *= g
+        return d
 
 
 class Softplus(Function):

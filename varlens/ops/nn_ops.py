@@ -16,6 +16,8 @@ from varlens import backend as B
 from varlens.backend import xp
 from varlens.ops import dual as D
 
+_ndarray = xp.ndarray
+
 
 def _o():
     from varlens import ops
@@ -40,6 +42,11 @@ class Linear(Function):
     def backward(self, g):
         x, w = self.saved
         n = self.next
+        if g.__class__ is _ndarray and g.ndim == 2 and x.ndim == 2:
+            # first-order training with a (batch, features) input: three BLAS calls, no dispatch
+            return (g @ w if n[0] is not None else None,
+                    g.T @ x if n[1] is not None else None,
+                    _ones(g.shape[0], g.dtype) @ g if n[2] is not None else None)
         gx = D.matmul(g, w) if n[0] is not None else None
         gw = gb = None
         if n[1] is not None or n[2] is not None:
@@ -79,7 +86,7 @@ def channel_sum(a):
 
 
 def _ones(n, dtype):
-    return xp.ones(n, dtype=dtype)
+    return B.ones_cached(n, dtype)
 
 
 def channel_dot(a, b):
@@ -358,8 +365,18 @@ class CrossEntropy(Function):
         e = z2 - m
         xp.exp(e, out=e)
         s = e.sum(axis=1, keepdims=True)
-        lse = xp.log(s) + m
         e /= s
+        if not probs and weight is None and not label_smoothing and reduction != "none" and (
+                all_real if all_real is not None else _all_real(target, C, ignore_index)):
+            # fast path (the training-loop case): every index is a real class, no weights, no
+            # smoothing.  The loss is sum_i (log s_i + m_i - z[i, t_i]); the picked logits come
+            # from one flat take, and the three sums are added as Python floats.
+            flat = target.reshape(-1) + _row_offsets(M, C)
+            self.p, self.flat, self.fast, self.zshape, self.reduction = e, flat, True, z.shape, reduction
+            zc = z2 if z2.flags.c_contiguous else xp.ascontiguousarray(z2)
+            tot = float(xp.log(s, out=s).sum()) + float(m.sum()) - float(zc.take(flat).sum())
+            return xp.asarray(tot / M if reduction == "mean" else tot, dtype=z.dtype)
+        lse = xp.log(s) + m
         self.p, self.lse, self.zshape, self.reduction = e, lse, z.shape, reduction
         self.weight, self.eps, self.probs = weight, label_smoothing, probs
         eps = label_smoothing
@@ -372,13 +389,6 @@ class CrossEntropy(Function):
             self.q, self.tshape = q, target.shape
             self.denom = M
             self.save_for_backward(z)
-        elif weight is None and not eps and reduction != "none" and (
-                all_real if all_real is not None else _all_real(target, C, ignore_index)):
-            # fast path (the training-loop case): every index is a real class, no weights, no smoothing
-            t = target.reshape(-1)
-            loss = lse[:, 0] - z2[xp.arange(M), t]
-            self.tt, self.fast, self.tshape = t, True, target.shape
-            self.denom = M
         else:
             t = target.reshape(-1)
             valid = t != ignore_index
@@ -411,8 +421,8 @@ class CrossEntropy(Function):
         if self.fast:  # d/dz of mean/sum of (logsumexp(z) - z_t) is (softmax(z) - onehot(t)) * g / M
             gi = g / M if red == "mean" else g
             gz = p * gi
-            gz[xp.arange(M), self.tt] -= gi
-            return _from_rows(gz, self.zshape), None
+            gz.reshape(-1)[self.flat] -= gi  # gz is fresh and contiguous: reshape is a view
+            return (gz if len(self.zshape) == 2 else _from_rows(gz, self.zshape)), None
         gi = (g / self.denom if red == "mean" else g).astype(p.dtype)
         gi = xp.broadcast_to(gi.reshape(-1), (M,)) if red != "none" else gi.reshape(M)
         eps = self.eps
@@ -482,9 +492,22 @@ class CrossEntropy(Function):
         return o.reshape(loss, tshape if not probs else _row_shape(tuple(z.shape)))
 
 
+def _row_offsets(M, C):
+    """i * C for each row i (cached): adds to class indices to give flat positions in (M, C)."""
+    return B.arange_cached(0, M * C, C)
+
+
+def _in_range(t, C):
+    """Every entry of the integer array t lies in [0, C): one max over the unsigned view
+    (negative values become huge), instead of a min and a max."""
+    if t.dtype.kind == "i":
+        t = t.view(t.dtype.str.replace("i", "u"))
+    return t.max() < C
+
+
 def _all_real(t, C, ignore_index):
     """True when every target is a class in [0, C) and none equals ignore_index."""
-    if t.size == 0 or t.min() < 0 or t.max() >= C:
+    if t.size == 0 or not _in_range(t, C):
         return False
     return not (0 <= ignore_index < C) or not (t == ignore_index).any()
 
@@ -494,6 +517,19 @@ def _row_shape(zshape):
 
 
 # ---------------------------------------------------------------- binary cross-entropy on logits
+def _softplus_neg(x):
+    """log(1 + e^-x) elementwise, without overflow: max(-x, 0) + log1p(e^-|x|).
+    (NumPy's logaddexp(0, -x) computes the same but is several times slower.)"""
+    t = xp.abs(x)
+    xp.negative(t, out=t)
+    xp.exp(t, out=t)
+    xp.log1p(t, out=t)
+    r = xp.negative(x)
+    xp.maximum(r, B.zeros_cached(r.shape, r.dtype), out=r)
+    r += t
+    return r
+
+
 class BCEWithLogits(Function):
     """Elementwise -w [pw y log s(x) + (1 - y) log(1 - s(x))], s = sigmoid, computed stably as
     (1 - y) x + (1 + (pw - 1) y) (log(1 + e^-|x|) + max(-x, 0)).
@@ -504,7 +540,7 @@ class BCEWithLogits(Function):
 
     def forward(self, x, y, weight=None, pos_weight=None):
         self.save_for_backward(x, y, weight, pos_weight)
-        sp = xp.logaddexp(0, -x)  # log(1 + e^-x) = -log s(x)
+        sp = _softplus_neg(x) if x.ndim else xp.logaddexp(0, -x)  # log(1 + e^-x) = -log s(x)
         if pos_weight is None:
             out = (1 - y) * x + sp
         else:
@@ -522,7 +558,9 @@ class BCEWithLogits(Function):
             gx = s - y if pw is None else (1 - y + pw * y) * s - pw * y
             gx = g * gx if w is None else g * w * gx
         if n[1] is not None:
-            if isinstance(x, xp.ndarray):  # log s(x) = -log(1 + e^-x), computed without overflow
+            if isinstance(x, xp.ndarray) and x.ndim:  # log s(x) = -log(1 + e^-x), without overflow
+                ls_pos, ls_neg = -_softplus_neg(x), -_softplus_neg(-x)
+            elif isinstance(x, xp.ndarray):
                 ls_pos, ls_neg = -xp.logaddexp(0, -x), -xp.logaddexp(0, x)
             else:
                 ls_pos, ls_neg = -_o().softplus(-x), -_o().softplus(x)
@@ -604,7 +642,7 @@ def cross_entropy_check(target, C, ignore_index, what="cross_entropy"):
     t = target
     if t.size == 0:
         return False
-    if t.min() >= 0 and t.max() < C:
+    if _in_range(t, C):
         return not (0 <= ignore_index < C) or not (t == ignore_index).any()
     bad = ((t < 0) | (t >= C)) & (t != ignore_index)
     if bad.any():

@@ -14,6 +14,7 @@ Two momentum forms (docs/conventions.md, "Optimisers and schedules"):
 from __future__ import annotations
 
 from varlens.optim.optimizer import Optimizer, _check_range
+from varlens.backend import xp as _np
 from varlens.tensor import Tensor
 
 __all__ = ["SGD"]
@@ -74,6 +75,9 @@ class SGD(Optimizer):
             nesterov = group["nesterov"]
             maximize = group["maximize"]
             ema = group["momentum_style"] == "ema"
+            if mu != 0 and not (wd or nesterov or maximize or ema or damp):
+                self._heavy_ball(group["params"], lr, mu, state)
+                continue
             for p in group["params"]:
                 g = p.grad
                 if g is None:
@@ -107,3 +111,26 @@ class SGD(Optimizer):
                 w -= lr * d
                 p._version[0] += 1
         return loss
+
+    @staticmethod
+    def _heavy_ball(params, lr, mu, state):
+        """The common case (heavy-ball momentum, nothing else): v <- mu v + g; p <- p - lr v,
+        with the buffer updated in place and one temporary per parameter."""
+        mul = _np.multiply
+        for p in params:
+            g = p.grad
+            if g is None:
+                continue
+            d = g._data
+            st = state[p]
+            buf = st.get("momentum_buffer")
+            if buf is None:
+                b = d.copy()
+                st["momentum_buffer"] = Tensor._make(b)
+            else:
+                b = buf._data
+                b *= mu
+                b += d
+            w = p._data
+            w -= mul(b, lr)
+            p._version[0] += 1

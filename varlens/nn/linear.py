@@ -68,7 +68,12 @@ class Linear(Module):
             raise RuntimeError(
                 f"Linear(in_features={self.in_features}, out_features={self.out_features}): expected input "
                 f"of shape (*, {self.in_features}) but received shape {tuple(s)}")
-        return _nn.Linear.apply(input, self.weight, self.bias)
+        # direct table reads (see CrossEntropyLoss.forward); a weight re-set as a plain
+        # attribute (weight-norm style) is still found through the ordinary lookup
+        p = self._parameters
+        w = p.get("weight")
+        return _nn.Linear.apply(input, w if w is not None else self.weight,
+                                p["bias"] if "bias" in p else self.bias)
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

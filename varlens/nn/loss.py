@@ -58,7 +58,9 @@ class CrossEntropyLoss(_WeightedLoss):
         self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
     def forward(self, input, target):
-        return F.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
+        # the buffer read straight from its table: self.weight would first fail the ordinary
+        # attribute lookup (an AttributeError built and dropped) before Module.__getattr__
+        return F.cross_entropy(input, target, weight=self._buffers["weight"], ignore_index=self.ignore_index,
                                reduction=self.reduction, label_smoothing=self.label_smoothing)
 
 

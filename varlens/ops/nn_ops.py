@@ -17,6 +17,8 @@ from varlens.backend import xp
 from varlens.ops import dual as D
 
 _ndarray = xp.ndarray
+_add_reduce = xp.add.reduce
+_max_reduce = xp.maximum.reduce
 
 
 def _o():
@@ -361,10 +363,10 @@ class CrossEntropy(Function):
                 reduction="mean", probs=False, all_real=None):
         z2 = _to_rows(z)
         M, C = z2.shape
-        m = z2.max(axis=1, keepdims=True)
+        m = _max_reduce(z2, axis=1, keepdims=True)  # (the ufunc reductions skip ndarray.max's Python frame)
         e = z2 - m
         xp.exp(e, out=e)
-        s = e.sum(axis=1, keepdims=True)
+        s = _add_reduce(e, axis=1, keepdims=True)
         e /= s
         if not probs and weight is None and not label_smoothing and reduction != "none" and (
                 all_real if all_real is not None else _all_real(target, C, ignore_index)):
@@ -374,7 +376,8 @@ class CrossEntropy(Function):
             flat = target.reshape(-1) + _row_offsets(M, C)
             self.p, self.flat, self.fast, self.zshape, self.reduction = e, flat, True, z.shape, reduction
             zc = z2 if z2.flags.c_contiguous else xp.ascontiguousarray(z2)
-            tot = float(xp.log(s, out=s).sum()) + float(m.sum()) - float(zc.take(flat).sum())
+            tot = (float(_add_reduce(xp.log(s, out=s), axis=None)) + float(_add_reduce(m, axis=None))
+                   - float(_add_reduce(zc.take(flat), axis=None)))
             return xp.asarray(tot / M if reduction == "mean" else tot, dtype=z.dtype)
         lse = xp.log(s) + m
         self.p, self.lse, self.zshape, self.reduction = e, lse, z.shape, reduction
@@ -497,12 +500,18 @@ def _row_offsets(M, C):
     return B.arange_cached(0, M * C, C)
 
 
+_UNSIGNED = {}
+
+
 def _in_range(t, C):
     """Every entry of the integer array t lies in [0, C): one max over the unsigned view
     (negative values become huge), instead of a min and a max."""
     if t.dtype.kind == "i":
-        t = t.view(t.dtype.str.replace("i", "u"))
-    return t.max() < C
+        u = _UNSIGNED.get(t.dtype)
+        if u is None:
+            u = _UNSIGNED[t.dtype] = xp.dtype(t.dtype.str.replace("i", "u"))
+        t = t.view(u)
+    return _max_reduce(t, axis=None) < C
 
 
 def _all_real(t, C, ignore_index):

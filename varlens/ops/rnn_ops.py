@@ -1,11 +1,14 @@
 """Fused recurrent ops: a whole LSTM / GRU / Elman-RNN layer (one direction) as one Function.
 
 Each op runs the time loop of seed 003 §6.1 in its forward on plain arrays and the
-hand-derived back-propagation through time (seed 003 §6.1.2) in its backward.  The
-input-to-hidden products of all time steps are one GEMM before the loop, and the
-weight gradients are one GEMM each after the backward loop; only ``h @ W_hh^T``
-(forward) and ``dA @ W_hh`` (backward) stay inside the loop.  Gate activations are
-cached by the forward, so the backward does no transcendental function at all.
+hand-derived back-propagation through time (seed 003 §6.1.2) in its backward.  For the
+GRU and the Elman RNN the input-to-hidden products of all time steps are one GEMM before
+the loop; the LSTM instead does one GEMM per step over [x_t; h; 1] (bias folded in, see
+its class).  The weight gradients are one GEMM each after the backward loop (the LSTM's
+dW_ih, dW_hh and biases one GEMM together); only one small GEMM per step stays in each
+loop.  Gate activations are cached by the forward, so the backward does no
+transcendental function at all.  The ops' private buffers come from a small pool (see
+"workspaces" below); outputs and gradients are always fresh arrays.
 
 Weight layout and gate order are PyTorch's (so state dicts load across):
 
@@ -33,6 +36,8 @@ T = 1: ``LSTMCellFunction`` returns ``[h', c']`` joined on the last axis.
 Second derivatives go through ``composite`` (the same recurrence from small ops).
 """
 from __future__ import annotations
+
+import weakref as _weakref
 
 from varlens.autograd.function import Function
 from varlens.backend import xp
@@ -71,75 +76,163 @@ def _weight_grads(dA, x, hprev, need_ih, need_hh):
     return gw_ih, gw_hh
 
 
+# ====================================================================== workspaces
+# The layer ops work in buffers of (T, B, 4H) and (T+1, B, H) floats.  A fresh multi-megabyte
+# array comes from the kernel as untouched pages, and first-touching them costs more than the
+# arithmetic (measured: ~4,000 page faults, a third of an LSTM(128) training step).  So each op
+# borrows its buffers from a small pool and the pool takes them back once the op can no
+# longer need them: its node was freed, or its backward ran without retain_graph (the engine
+# then sets ``node.saved = None``).  Outputs and gradients handed to the caller are always
+# fresh arrays; only the op's private caches live in the pool.
+_POOL_FREE = {}      # key -> [workspace dict, ...]
+_POOL_LENT = []      # [(weakref to the op node, key, workspace), ...], newest last
+_POOL_MAX_LENT = 64  # older borrowers are forgotten (their buffers are then freed normally)
+_POOL_MAX_FREE = 2   # spare workspaces kept per key
+_POOL_MAX_BYTES = 64 * 2 ** 20  # larger workspaces are not pooled
+
+
+def clear_workspace_pool():
+    """Drop every pooled buffer of the recurrent ops (frees their memory)."""
+    _POOL_FREE.clear()
+    del _POOL_LENT[:]
+
+
+def _reclaim():
+    keep = []
+    for ent in _POOL_LENT:
+        node = ent[0]()
+        if node is None or node.saved is None:
+            free = _POOL_FREE.setdefault(ent[1], [])
+            if len(free) < _POOL_MAX_FREE:
+                free.append(ent[2])
+        else:
+            keep.append(ent)
+    _POOL_LENT[:] = keep[-_POOL_MAX_LENT:]
+
+
+def _borrow(node, key, nbytes):
+    """A workspace dict for ``key`` (reused when one is free), lent to ``node``."""
+    if nbytes > _POOL_MAX_BYTES:
+        return {}
+    _reclaim()
+    free = _POOL_FREE.get(key)
+    ws = free.pop() if free else {}
+    if len(_POOL_FREE) > 16:
+        _POOL_FREE.clear()
+    _POOL_LENT.append((_weakref.ref(node), key, ws))
+    return ws
+
+
+def _buf(ws, name, shape, dt):
+    """The workspace buffer ``name`` (allocated on first use; contents undefined)."""
+    a = ws.get(name)
+    if a is None:
+        a = ws[name] = xp.empty(shape, dtype=dt)
+    return a
+
+
 # ====================================================================== LSTM
+# The fused LSTM works gate-major ("transposed"): a step's gates are a (4H, B) block and its
+# states (H, B), so every step is ``W_hh @ h`` (the BLAS-friendly orientation for these thin
+# products) and each gate is one contiguous (H, B) block.  In the forward the gate blocks are
+# ordered o, i, f, g (PyTorch's rows i, f, g, o are permuted once per call), so the three
+# sigmoid gates are one block; in the backward the cotangents are written in PyTorch's order,
+# where the three gates driven by dc~ (i, f, g) are again one block and the weight gradients
+# come out in the parameters' layout.
+_LSTM_PERM = (3, 0, 1, 2)   # internal block k holds PyTorch gate block _LSTM_PERM[k]
+
+
 class LSTMLayerFunction(Function):
     """One LSTM layer, one direction, whole sequence.
 
     Inputs ``x (T,B,I), h0 (B,H) or None, c0 (B,H) or None, w_ih (4H,I), w_hh (4H,H),
     b_ih (4H,) or None, b_hh (4H,) or None``; keywords ``reverse``, ``mask`` (T,B).
     Output ``Z (T+2, B, H)``: outputs, then h_n, then c_n.
+
+    Work layout: XH (I+H+1, T+1, B) holds, column block by column block, x_t, the hidden
+    state before step t and a row of ones, and W = [W_ih | W_hh | b_ih + b_hh] (4H, I+H+1)
+    (internal gate order, sigmoid rows pre-halved), so each step's pre-activations are ONE
+    GEMM ``W @ XH[:, t]`` straight into that step's (4H, B) block of ACT, bias included.
+    ACT is activated in place with sigmoid(a) = (1 + tanh(a/2))/2, so one tanh call covers
+    all four gates, and keeps the activations the backward reads.  In the backward the
+    gradients of W_ih, W_hh and both biases are then one GEMM, ``dA @ XH^T``.
     """
 
     differentiable_backward = False
 
     def forward(self, x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse=False, mask=None):
-        T, B, _ = x.shape
+        T, B, I = x.shape
         H = w_hh.shape[1]
+        G4, H2, H3 = 4 * H, 2 * H, 3 * H
+        K = I + H + 1
         dt = x.dtype
-        xg = _input_gemm(x, w_ih, b_ih, b_hh)
-        # sigmoid(a) = 0.5 + 0.5*tanh(a/2): one tanh call activates all four gates
-        scale = xp.full(4 * H, 0.5, dtype=dt)
-        scale[2 * H:3 * H] = 1.0
-        shift = xp.full(4 * H, 0.5, dtype=dt)
-        shift[2 * H:3 * H] = 0.0
-        # states in time order: HS[k] is the hidden state before step k of the loop's
-        # direction (k = t going forward, k = t + 1 going backward); the step writes the other end
-        HS = xp.empty((T + 1, B, H), dtype=dt)
-        CS = xp.empty((T + 1, B, H), dtype=dt)
-        rd, wr = (1, 0) if reverse else (0, 1)
-        first = T if reverse else 0
-        HS[first] = 0 if h0 is None else h0
-        CS[first] = 0 if c0 is None else c0
-        acts = xp.empty((T, B, 4 * H), dtype=dt)
-        tcs = xp.empty((T, B, H), dtype=dt)
-        whhT = w_hh.T
-        m3 = _mask3(mask, x)
-        for t in _order(T, reverse):
-            h, c = HS[t + rd], CS[t + rd]
-            a = acts[t]
-            xp.matmul(h, whhT, out=a)
-            a += xg[t]
-            a *= scale
-            xp.tanh(a, out=a)
-            a *= scale
-            a += shift
-            if m3 is None:
-                cn = xp.multiply(a[:, H:2 * H], c, out=CS[t + wr])
-                cn += a[:, :H] * a[:, 2 * H:3 * H]
-                tc = xp.tanh(cn, out=tcs[t])
-                xp.multiply(a[:, 3 * H:], tc, out=HS[t + wr])
+        ws = _borrow(self, ("lstm", T, B, I, H, dt.str),
+                     (3 * T * B * G4 + (T + 1) * B * (K + 4 * H)) * dt.itemsize)
+        # W = [W_ih | W_hh | b] with the gate blocks in internal order, sigmoid rows halved
+        W = _buf(ws, "W", (G4, K), dt)
+        for k, j in enumerate(_LSTM_PERM):
+            dst, src = W[k * H:(k + 1) * H], slice(j * H, (j + 1) * H)
+            dst[:, :I] = w_ih[src]
+            dst[:, I:I + H] = w_hh[src]
+            if b_ih is None and b_hh is None:
+                dst[:, I + H] = 0
+            elif b_hh is None or b_ih is None:
+                dst[:, I + H] = (b_ih if b_hh is None else b_hh)[src]
             else:
-                m = m3[t]
-                cn = a[:, H:2 * H] * c
-                cn += a[:, :H] * a[:, 2 * H:3 * H]
-                tc = xp.tanh(cn, out=tcs[t])
-                hn = a[:, 3 * H:] * tc
-                HS[t + wr] = h + m * (hn - h)
+                xp.add(b_ih[src], b_hh[src], out=dst[:, I + H])
+        W[:H3] *= 0.5
+        # XH[:, k]: the input and state that step k reads (k = t going forward, t + 1 backward)
+        XH = _buf(ws, "XH", (K, T + 1, B), dt)
+        rd, wr = (1, 0) if reverse else (0, 1)
+        first, last = (T, 0) if reverse else (0, T)
+        XH[:I, rd:T + rd] = x.transpose(2, 0, 1)
+        XH[I + H] = 1
+        HS = XH[I:I + H]                          # (H, T+1, B): the hidden states
+        HS[:, first] = 0 if h0 is None else h0.T
+        CS = _buf(ws, "CS", (T + 1, H, B), dt)
+        CS[first] = 0 if c0 is None else c0.T
+        ACT = _buf(ws, "ACT", (T, G4, B), dt)
+        TC = _buf(ws, "TC", (T, H, B), dt)
+        ig = _buf(ws, "ig", (H, B), dt)
+        mstep = None
+        if mask is not None:
+            mstep = mask.astype(dt, copy=False).reshape(T, 1, B)
+        mul, add, tanh, matmul = xp.multiply, xp.add, xp.tanh, xp.matmul
+        for t in _order(T, reverse):
+            a = ACT[t]
+            matmul(W, XH[:, t + rd], out=a)
+            tanh(a, out=a)
+            s = a[:H3]
+            mul(s, 0.5, out=s)
+            add(s, 0.5, out=s)                    # o, i, f are sigmoids now; g stays tanh
+            c = CS[t + rd]
+            if mstep is None:
+                cn = mul(a[H2:H3], c, out=CS[t + wr])
+                mul(a[H:H2], a[H3:], out=ig)
+                add(cn, ig, out=cn)
+                tc = tanh(cn, out=TC[t])
+                mul(a[:H], tc, out=HS[:, t + wr])
+            else:
+                m = mstep[t]
+                h = HS[:, t + rd]
+                cn = a[H2:H3] * c
+                cn += a[H:H2] * a[H3:]
+                tc = tanh(cn, out=TC[t])
+                hn = a[:H] * tc
+                HS[:, t + wr] = h + m * (hn - h)
                 CS[t + wr] = c + m * (cn - c)
         Z = xp.empty((T + 2, B, H), dtype=dt)
-        outs = HS[:T] if reverse else HS[1:]
-        if m3 is None:
-            Z[:T] = outs
+        outs = HS[:, :T] if reverse else HS[:, 1:]          # (H, T, B)
+        if mstep is None:
+            Z[:T] = outs.transpose(1, 2, 0)
         else:
-            xp.multiply(outs, m3, out=Z[:T])
-        last = 0 if reverse else T
-        Z[T] = HS[last]
-        Z[T + 1] = CS[last]
-        self.acts, self.tcs = acts, tcs
-        self.hprev = HS[1:] if reverse else HS[:T]
-        self.cprev = CS[1:] if reverse else CS[:T]
-        self.x, self.w_ih, self.w_hh = x, w_ih, w_hh
-        self.reverse, self.m3 = reverse, m3
+            xp.multiply(outs.transpose(1, 2, 0), mask.astype(dt, copy=False)[:, :, None], out=Z[:T])
+        Z[T] = HS[:, last].T
+        Z[T + 1] = CS[last].T
+        self.ws, self.ACT, self.TC, self.XH, self.CS = ws, ACT, TC, XH, CS
+        self.dims = (I, H)
+        self.w_ih, self.w_hh = w_ih, w_hh
+        self.reverse, self.mstep = reverse, mstep
         return Z
 
     def backward(self, G):
@@ -148,55 +241,105 @@ class LSTMLayerFunction(Function):
         Per step, with dh, dc the cotangents of h', c':  do = dh*tanh(c'),
         dc~ = dc + dh*o*(1 - tanh(c')^2),  di = dc~*g,  df = dc~*c,  dg = dc~*i,
         dc_prev = dc~*f;  the pre-activation cotangents multiply by s(1-s) for the
-        sigmoid gates and 1-g^2 for g.  dh_prev = dA @ W_hh; dW_ih = dA^T x,
+        sigmoid gates and 1-g^2 for g.  dh_prev = W_hh^T dA; dW_ih = dA^T x,
         dW_hh = dA^T h_prev, db = sum dA (summed over time: shared weights).
         The factors that do not depend on the cotangents are formed for all steps at once
-        before the loop: K = [g, c_prev, i, tanh(c')] * (activation derivative), P = o*(1-tanh(c')^2).
+        before the loop: K = [tanh(c'), g, c_prev, i] * (activation derivative) for the
+        blocks o, i, f, g, and P = o*(1-tanh(c')^2).  The cotangent of every hidden state
+        lives in one buffer DH (indexed like the forward's states): it starts as the output
+        cotangents and each step adds ``W_hh^T dA_t`` into the slot of its previous state, so
+        the loop has one small GEMM and dW_ih, dW_hh, dx, db are one GEMM/sum each after it.
+        With a mask m, h' = h + m*(h~ - h) (and c' likewise) passes (1-m) of each
+        cotangent straight to the previous state and m of it into the step.
         """
-        acts, hprev, cprev, tcs = self.acts, self.hprev, self.cprev, self.tcs
-        T, B, H = tcs.shape
-        m3 = self.m3
-        K = acts * (1 - acts)  # sigmoid derivative from the cached activations ...
-        gcol = acts[:, :, 2 * H:3 * H]
-        K[:, :, 2 * H:3 * H] = 1 - gcol * gcol  # ... and tanh's for the g gate
-        K[:, :, :H] *= gcol
-        K[:, :, H:2 * H] *= cprev
-        K[:, :, 2 * H:3 * H] *= acts[:, :, :H]
-        K[:, :, 3 * H:] *= tcs
-        P = 1 - tcs * tcs
-        P *= acts[:, :, 3 * H:]
-        K4 = K.reshape(T, B, 4, H)
-        dA = xp.empty_like(acts)
-        dA4 = dA.reshape(T, B, 4, H)
-        dh = G[T].copy()
-        dc = G[T + 1].copy()
-        dhn = xp.empty((B, H), dtype=dh.dtype)
-        dct = xp.empty((B, H), dtype=dh.dtype)
-        w_hh = self.w_hh
-        for t in reversed(_order(T, self.reverse)):
-            xp.add(dh, G[t], out=dhn)
-            f = acts[t, :, H:2 * H]
-            if m3 is None:
-                xp.multiply(dhn, P[t], out=dct)
-                dct += dc
-                xp.multiply(dct[:, None, :], K4[t, :, :3], out=dA4[t, :, :3])
-                xp.multiply(dhn, K4[t, :, 3], out=dA4[t, :, 3])
-                dc = dct * f
-                dh = dA[t] @ w_hh
+        ACT, TC, XH, CS, ws = self.ACT, self.TC, self.XH, self.CS, self.ws
+        T, H, B = TC.shape
+        I = self.dims[0]
+        G4, H2, H3 = 4 * H, 2 * H, 3 * H
+        dt = ACT.dtype
+        mstep = self.mstep
+        reverse = self.reverse
+        rd, wr = (1, 0) if reverse else (0, 1)
+        first, last = (T, 0) if reverse else (0, T)
+        cprev = CS[1:] if reverse else CS[:T]
+        mul, add, sub, matmul = xp.multiply, xp.add, xp.subtract, xp.matmul
+        # K: derivative factors of the four pre-activations, all steps at once
+        K = _buf(ws, "K", (T, G4, B), dt)
+        Ks, Ss = K[:, :H3], ACT[:, :H3]
+        sub(1, Ss, out=Ks)
+        mul(Ks, Ss, out=Ks)                       # s(1-s) for the sigmoid gates o, i, f
+        o_, i_, f_, g_ = ACT[:, :H], ACT[:, H:H2], ACT[:, H2:H3], ACT[:, H3:]
+        Kg = K[:, H3:]
+        mul(g_, g_, out=Kg)
+        sub(1, Kg, out=Kg)                        # 1 - g^2
+        Kg *= i_
+        K[:, :H] *= TC
+        K[:, H:H2] *= g_
+        K[:, H2:H3] *= cprev
+        P = _buf(ws, "P", (T, H, B), dt)
+        mul(TC, TC, out=P)
+        sub(1, P, out=P)
+        P *= o_
+        # dA: pre-activation cotangents of all steps, gate-major and in PyTorch's row order
+        # (i, f, g, o), so the weight gradients come out of one GEMM in the parameters' layout
+        dA = _buf(ws, "dA", (G4, T, B), dt)
+        dA_ifg = dA.reshape(4, H, T, B)[:3]
+        dA_o = dA[H3:]
+        DH = _buf(ws, "DH", (T + 1, H, B), dt)
+        outs = DH[:T] if reverse else DH[1:]
+        if mstep is None:
+            outs[...] = G[:T].transpose(0, 2, 1)
+        else:
+            mul(G[:T].transpose(0, 2, 1), mstep, out=outs)
+        DH[first] = 0
+        DH[last] += G[T].T
+        dc = _buf(ws, "dc", (H, B), dt)
+        dc[...] = G[T + 1].T
+        dct = _buf(ws, "dct", (H, B), dt)
+        hw = _buf(ws, "dhw", (H, B), dt)
+        whT = _buf(ws, "whT", (H, G4), dt)
+        whT[...] = self.w_hh.T                    # W_hh^T, C-ordered: the fast side for BLAS
+        if mstep is not None:
+            dhn = _buf(ws, "dhn", (H, B), dt)
+        for t in reversed(_order(T, reverse)):
+            dh = DH[t + wr]
+            f = ACT[t, H2:H3]
+            if mstep is None:
+                mul(dh, P[t], out=dct)
+                add(dct, dc, out=dct)
+                mul(dh, K[t, :H], out=dA_o[:, t])
+                mul(dct, K[t, H:].reshape(3, H, B), out=dA_ifg[:, :, t])
+                mul(dct, f, out=dc)
+                matmul(whT, dA[:, t], out=hw)
+                dp = DH[t + rd]
+                add(dp, hw, out=dp)
             else:
-                m = m3[t]
-                dhn *= m
-                xp.multiply(dhn, P[t], out=dct)
+                m = mstep[t]
+                mul(dh, m, out=dhn)
+                mul(dhn, P[t], out=dct)
                 dct += dc * m
-                xp.multiply(dct[:, None, :], K4[t, :, :3], out=dA4[t, :, :3])
-                xp.multiply(dhn, K4[t, :, 3], out=dA4[t, :, 3])
-                dc = dct * f + dc * (1 - m)
-                dh = dA[t] @ w_hh + dh * (1 - m)
+                mul(dhn, K[t, :H], out=dA_o[:, t])
+                mul(dct, K[t, H:].reshape(3, H, B), out=dA_ifg[:, :, t])
+                dc -= dc * m
+                dc += dct * f
+                matmul(whT, dA[:, t], out=hw)
+                hw += dh
+                hw -= dh * m
+                DH[t + rd] += hw
         n = self.next
-        gx = (dA.reshape(T * B, 4 * H) @ self.w_ih).reshape(self.x.shape) if n[0] is not None else None
-        gw_ih, gw_hh = _weight_grads(dA, self.x, hprev, n[3] is not None, n[4] is not None)
-        gb = dA.sum(axis=(0, 1)) if (n[5] is not None or n[6] is not None) else None
-        return (gx, dh if n[1] is not None else None, dc if n[2] is not None else None,
+        dA2 = dA.reshape(G4, T * B)
+        gx = gw_ih = gw_hh = gb = None
+        if n[0] is not None:
+            gx = (dA2.T @ self.w_ih).reshape(T, B, I)
+        if n[3] is not None or n[4] is not None or n[5] is not None or n[6] is not None:
+            xh = XH[:, 1:] if reverse else XH[:, :T]
+            gW = dA2 @ xh.reshape(I + H + 1, T * B).T    # [dW_ih | dW_hh | db] in one GEMM
+            gw_ih = gW[:, :I] if n[3] is not None else None
+            gw_hh = gW[:, I:I + H] if n[4] is not None else None
+            if n[5] is not None or n[6] is not None:
+                gb = gW[:, I + H]
+        return (gx, DH[first].T.copy() if n[1] is not None else None,
+                dc.T.copy() if n[2] is not None else None,
                 gw_ih, gw_hh, gb if n[5] is not None else None, gb if n[6] is not None else None)
 
     @staticmethod
@@ -218,12 +361,17 @@ class GRULayerFunction(Function):
         T, B, _ = x.shape
         H = w_hh.shape[1]
         dt = x.dtype
-        xg = _input_gemm(x, w_ih, b_ih, None)
+        I = x.shape[2]
+        ws = _borrow(self, ("gru", T, B, I, H, dt.str), (T * B * 14 * H) * dt.itemsize)
+        xg = xp.matmul(x.reshape(T * B, I), w_ih.T, out=_buf(ws, "xg", (T * B, 3 * H), dt))
+        xg = xg.reshape(T, B, 3 * H)
+        if b_ih is not None:
+            xg += b_ih
         h = _zeros_state(x, H) if h0 is None else h0
-        rz = xp.empty((T, B, 2 * H), dtype=dt)
-        ns = xp.empty((T, B, H), dtype=dt)
-        hgn = xp.empty((T, B, H), dtype=dt)
-        hprev = xp.empty((T, B, H), dtype=dt)
+        rz = _buf(ws, "rz", (T, B, 2 * H), dt)
+        ns = _buf(ws, "ns", (T, B, H), dt)
+        hgn = _buf(ws, "hgn", (T, B, H), dt)
+        hprev = _buf(ws, "hprev", (T, B, H), dt)
         Z = xp.empty((T + 1, B, H), dtype=dt)
         whhT = w_hh.T
         m3 = _mask3(mask, x)
@@ -254,7 +402,7 @@ class GRULayerFunction(Function):
                 Z[t] = hn * m
                 h = h + m * (hn - h)
         Z[T] = h
-        self.rz, self.ns, self.hgn, self.hprev = rz, ns, hgn, hprev
+        self.rz, self.ns, self.hgn, self.hprev, self.ws = rz, ns, hgn, hprev, ws
         self.x, self.w_ih, self.w_hh = x, w_ih, w_hh
         self.reverse, self.m3 = reverse, m3
         return Z
@@ -267,13 +415,16 @@ class GRULayerFunction(Function):
         part of n gets da_n, the hidden part gets da_n*r, and dr = da_n*(W_hn h + b_hn).
         r and z are sigmoids: da = d*s*(1-s).  dh_prev = dh*z + dGh @ W_hh.
         """
-        rz, ns, hgn, hprev = self.rz, self.ns, self.hgn, self.hprev
+        rz, ns, hgn, hprev, ws = self.rz, self.ns, self.hgn, self.hprev, self.ws
         T, B, H = ns.shape
+        dt = ns.dtype
         m3 = self.m3
-        drz = rz * (1 - rz)
-        dns = 1 - ns * ns
-        dGi = xp.empty((T, B, 3 * H), dtype=ns.dtype)
-        dGh = xp.empty_like(dGi)
+        drz = xp.subtract(1, rz, out=_buf(ws, "drz", rz.shape, dt))
+        drz *= rz                                  # s(1-s) of r and z
+        dns = xp.multiply(ns, ns, out=_buf(ws, "dns", ns.shape, dt))
+        xp.subtract(1, dns, out=dns)               # 1 - n^2
+        dGi = _buf(ws, "dGi", (T, B, 3 * H), dt)
+        dGh = _buf(ws, "dGh", (T, B, 3 * H), dt)
         dh = G[T].copy()
         w_hh = self.w_hh
         for t in reversed(_order(T, self.reverse)):

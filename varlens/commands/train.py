@@ -40,6 +40,8 @@ OVERRIDES = {
     "--epochs": ("epochs", int, "number of epochs"),
     "--early-stopping": ("early_stopping", int, "patience in epochs on the validation loss (0: off)"),
     "--grad-clip": ("grad_clip", float, "clip the global gradient norm to this value"),
+    "--augment": ("augment", str, "training-data augmentation (images): none, crop, flip, crop-flip"),
+    "--label-smoothing": ("label_smoothing", float, "cross-entropy label smoothing in [0, 1]"),
     "--accumulate": ("accumulate", int, "gradient accumulation: optimizer step every N batches"),
     "--seed": ("seed", int, "random seed (data split, init, shuffling, dropout)"),
     "--data-root": ("data_root", str, "directory holding the Fashion-MNIST IDX files"),

@@ -8,6 +8,12 @@ tensor (no per-sample Python work), which keeps data loading off the critical pa
 how many batches of it were handed out, and the generator's state.  ``load_state_dict``
 makes the next iteration continue that pass exactly (the consumed batches are skipped
 without being loaded).
+
+``batch_transform`` (a varlens addition, e.g. ``varlens.vision.transforms`` augmentation) is
+called on each batch's inputs as ``batch_transform(x, generator=rng)``.  ``rng`` is a NumPy
+Generator seeded from (a seed drawn once per pass, the batch's index), so the augmentation
+of batch k does not depend on how many batches were drawn before it; the pass seed is part
+of ``state_dict``, so a resumed run gets exactly the augmented batches it would have had.
 """
 from __future__ import annotations
 
@@ -79,10 +85,10 @@ class DataLoader:
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
                  num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
-                 worker_init_fn=None, generator=None, **unused):
+                 worker_init_fn=None, generator=None, batch_transform=None, **unused):
         if unused:
             valid = ("dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, "
-                     "pin_memory, drop_last, timeout, worker_init_fn, generator")
+                     "pin_memory, drop_last, timeout, worker_init_fn, generator, batch_transform")
             raise TypeError(f"DataLoader: unexpected argument(s) {sorted(unused)}; valid ones: {valid}")
         if num_workers != 0:
             raise ValueError(f"DataLoader: num_workers must be 0 in varlens (loading runs in the main "
@@ -117,6 +123,11 @@ class DataLoader:
         self._in_epoch = False
         self._skip = 0
         self._epochs_started = 0
+        if batch_transform is not None and not callable(batch_transform):
+            raise TypeError(f"DataLoader: batch_transform must be callable or None, got {batch_transform!r}")
+        self.batch_transform = batch_transform
+        self._transform_seed = None     # seed of the augmentation of the pass in progress
+        self._pending_transform_seed = None
 
     # ------------------------------------------------------------------ iteration
     def _index_batches(self):
@@ -130,16 +141,35 @@ class DataLoader:
         skip, self._skip = self._skip, 0
         self._in_epoch = True
         self._batches_done = 0
+        if self.batch_transform is not None:
+            self._start_transform_pass()
         if not self._auto_collation:
             return self._iter_single(skip)
         return self._iter_batches(skip)
+
+    def _start_transform_pass(self):
+        if self._pending_transform_seed is not None:
+            seed, self._pending_transform_seed = self._pending_transform_seed, None
+        else:
+            from varlens.random import _gen
+            seed = int(_gen(self._order_generator()).integers(0, 2 ** 63 - 1, None))
+        self._transform_seed = seed
+
+    def _transformed(self, batch, k):
+        """Apply ``batch_transform`` to the inputs of batch ``k`` with that batch's own stream."""
+        if self.batch_transform is None:
+            return batch
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(self._transform_seed, spawn_key=(k,))))
+        if isinstance(batch, (tuple, list)):
+            return (self.batch_transform(batch[0], generator=rng),) + tuple(batch[1:])
+        return self.batch_transform(batch, generator=rng)
 
     def _iter_single(self, skip):
         for k, i in enumerate(self.sampler):
             self._batches_done = k + 1
             if k < skip:
                 continue
-            yield self.collate_fn(self.dataset[i])
+            yield self._transformed(self.collate_fn(self.dataset[i]), k)
         self._in_epoch = False
 
     def _iter_batches(self, skip):
@@ -152,9 +182,9 @@ class DataLoader:
             if arrays is not None:
                 if remap is not None:
                     idx = remap[idx]
-                yield tuple(Tensor._make(a[idx]) for a in arrays)
+                yield self._transformed(tuple(Tensor._make(a[idx]) for a in arrays), k)
             else:
-                yield collate([ds[int(i)] for i in idx])
+                yield self._transformed(collate([ds[int(i)] for i in idx]), k)
         self._in_epoch = False
 
     def __len__(self):
@@ -167,11 +197,17 @@ class DataLoader:
         s = self.batch_sampler.sampler if isinstance(self.batch_sampler, BatchSampler) else self.sampler
         return s if isinstance(s, RandomSampler) else None
 
+    def _order_generator(self):
+        rs = self._random_sampler()
+        return rs.generator if rs is not None else self.generator
+
     def state_dict(self):
-        """Where the data order stands (JSON-safe): pass seed, batches consumed, generator state."""
+        """Where the data order stands (JSON-safe): pass seed, batches consumed, generator state
+        (and the pass's augmentation seed when there is a ``batch_transform``)."""
         rs = self._random_sampler()
         gen = rs.generator if rs is not None else self.generator
-        return {"epochs_started": self._epochs_started,
+        return {"transform_seed": self._transform_seed if self._in_epoch else None,
+                "epochs_started": self._epochs_started,
                 "in_epoch": self._in_epoch,
                 "batches_done": self._batches_done if self._in_epoch else 0,
                 "epoch_seed": (rs._epoch_seed if (rs is not None and self._in_epoch) else None),
@@ -195,6 +231,8 @@ class DataLoader:
             self._skip = int(state["batches_done"])
             if rs is not None and state["epoch_seed"] is not None:
                 rs._pending_seed = int(state["epoch_seed"])
+            if state.get("transform_seed") is not None:
+                self._pending_transform_seed = int(state["transform_seed"])
         else:
             self._skip = 0
 

@@ -124,17 +124,20 @@ def zeros_cached(shape, dtype):
     ``np.maximum(x, 0)`` with a scalar runs an unvectorised loop (several times slower than
     against an array of zeros), so ReLU compares against one of these instead.
     """
-    return _const(("zeros", shape, dtype), lambda: np.zeros(shape, dtype=dtype))
+    a = _CONST.get(("zeros", shape, dtype))
+    return a if a is not None else _const(("zeros", shape, dtype), lambda: np.zeros(shape, dtype=dtype))
 
 
 def ones_cached(n, dtype):
     """A read-only vector of n ones, cached: sums as BLAS matrix-vector products use it."""
-    return _const(("ones", n, dtype), lambda: np.ones(n, dtype=dtype))
+    a = _CONST.get(("ones", n, dtype))
+    return a if a is not None else _const(("ones", n, dtype), lambda: np.ones(n, dtype=dtype))
 
 
 def arange_cached(start, stop, step):
     """A read-only int64 ``arange(start, stop, step)``, cached (row offsets for flat indexing)."""
-    return _const(("arange", start, stop, step), lambda: np.arange(start, stop, step))
+    a = _CONST.get(("arange", start, stop, step))
+    return a if a is not None else _const(("arange", start, stop, step), lambda: np.arange(start, stop, step))
 
 
 def set_num_threads(n: int) -> None:

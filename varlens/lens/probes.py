@@ -39,6 +39,11 @@ def _ones(n, dtype):
     return ones_cached(n, dtype)
 
 
+_add_reduce = np.add.reduce          # the ufunc reductions skip ndarray.sum/max/min's Python frames
+_max_reduce = np.maximum.reduce
+_min_reduce = np.minimum.reduce
+
+
 def moments(a):
     """(n, mean, second moment) of an array: two BLAS dots, for inputs whose only use is the
     local propagation rule (no max, zeros or per-row statistics).  None if not finite."""
@@ -84,36 +89,53 @@ def summarize(a):
         rows2 = rows2.astype(np.float64)
     fast = rows2.dtype.itemsize >= 4 and rows2.flags.c_contiguous
     if fast:
-        # row sums as a BLAS matrix-vector product, row sums of squares by vecdot, the sum
-        # over rows as a float64 BLAS dot: two passes over the data, no temporary the size
-        # of the input, and none of these raise floating-point warnings on Inf/NaN
-        rs = rows2 @ _ones(width, rows2.dtype)
-        rq = np.vecdot(rows2, rows2).astype(np.float64)
-        rq /= width
-        s1 = float(rs.astype(np.float64) @ _ones(rs.shape[0], np.float64))
+        # the total as one BLAS dot and the per-row sums of squares by vecdot: two passes
+        # over the data, no temporary the size of the input, no floating-point warnings on
+        # Inf/NaN, and few calls (a summary's fixed cost matters for small tensors)
+        flat = rows2.reshape(-1)
+        s1 = float(flat @ _ones(flat.size, flat.dtype))
+        rq = np.vecdot(rows2, rows2).astype(np.float64)   # per-row sums of squares
+        s2 = float(_add_reduce(rq, axis=None))
+        # the per-row second moments rq / width, as (count, mean, sum of squared deviations)
+        rows = (rq.size, s2 / width / rq.size,
+                max(float(rq @ rq) / (width * width) - s2 * s2 / (width * width * rq.size), 0.0))
     else:
         with np.errstate(invalid="ignore", over="ignore"):
             rs = rows2.sum(axis=1, dtype=np.float64) if rows2.dtype.itemsize < 4 else rows2.sum(axis=1)
             rq = (rows2 * rows2).sum(axis=1).astype(np.float64) / width
             s1 = float(rs.astype(np.float64).sum())
-    s2 = float(rq.sum()) * width
+        s2 = float(rq.sum()) * width
+        rows = _row_stats(rq)
     if math.isfinite(s1) and math.isfinite(s2):
         n = rows2.size
         mean = s1 / n
-        amax = max(abs(float(rows2.max())), abs(float(rows2.min())))
+        amax = max(abs(float(_max_reduce(flat if fast else rows2, axis=None))),
+                   abs(float(_min_reduce(flat if fast else rows2, axis=None))))
         zeros = int(np.count_nonzero(rows2 == 0))   # faster than counting non-zeros of floats
-        return (n, mean, max(s2 - n * mean * mean, 0.0), amax, zeros, 0, 0, rq, width)
+        return (n, mean, max(s2 - n * mean * mean, 0.0), amax, zeros, 0, 0, rows, width)
+    if fast:
+        rq = rq / width
     x = rows2.astype(np.float64)
     fin = np.isfinite(x)
     n_nan = int(np.isnan(x).sum())
     n_inf = int(x.size - fin.sum() - n_nan)
     xf = x[fin]
-    rq = rq[np.isfinite(rq)]
+    rows = _row_stats(rq[np.isfinite(rq)])
     if xf.size == 0:
-        return (0, 0.0, 0.0, 0.0, 0, n_nan, n_inf, rq, width)
+        return (0, 0.0, 0.0, 0.0, 0, n_nan, n_inf, rows, width)
     mean = float(xf.mean())
     return (xf.size, mean, float(((xf - mean) ** 2).sum()), float(np.abs(xf).max()),
-            int(xf.size - np.count_nonzero(xf)), n_nan, n_inf, rq, width)
+            int(xf.size - np.count_nonzero(xf)), n_nan, n_inf, rows, width)
+
+
+def _row_stats(rq):
+    """(count, mean, sum of squared deviations) of per-row second moments (float64)."""
+    n = rq.size
+    if n == 0:
+        return (0, 0.0, 0.0)
+    mean = float(rq.sum()) / n
+    d = rq - mean
+    return (n, mean, float(d @ d))
 
 
 class Stats:
@@ -157,7 +179,7 @@ class Stats:
             self._saturation(a.reshape(a.shape[0], -1) if (a.ndim and kind != "softmax") else a, kind)
 
     def merge(self, sm):
-        n, mean, m2, amax, zeros, nan, inf, rq, width = sm
+        n, mean, m2, amax, zeros, nan, inf, rows, width = sm
         self.width = width
         self.nan += nan
         self.inf += inf
@@ -166,8 +188,8 @@ class Stats:
         self._merge_moments(n, mean, m2)
         self.amax = max(self.amax, amax)
         self.zeros += zeros
-        if rq.size:
-            self._merge_rows(rq)
+        if rows[0]:
+            self._merge_rows(*rows)
 
     def update_param(self, a):
         """Cheaper statistics for a parameter or its gradient (one array per step): mean,
@@ -206,11 +228,8 @@ class Stats:
         self.m2 += m2_b + d * d * n_a * n_b / n
         self.n = n
 
-    def _merge_rows(self, rq):
-        n_b = rq.size
-        mean_b = float(rq.sum()) / n_b
-        d_b = rq - mean_b
-        m2_b = float(np.dot(d_b, d_b))
+    def _merge_rows(self, n_b, mean_b, m2_b):
+        """Chan's merge of a batch of per-row second moments (count, mean, M2) into the totals."""
         n_a = self.rows
         n = n_a + n_b
         d = mean_b - self.rq_mean
@@ -297,6 +316,7 @@ class Record:
         self.fan_in = None
         self.rows = None       # leading dimension of the output (batch rows)
         self.sat_kind = _UNSET  # saturation kind of the module's output (found on first use)
+        self.grad_hook = None   # the hook that records dL/d(output) (made on first use)
 
     @property
     def inp_moments(self):
@@ -304,6 +324,15 @@ class Record:
 
 
 _UNSET = object()
+_TENSOR = []
+
+
+def _tensor_class():
+    """varlens.Tensor, imported on first use (this layer's module import stays light)."""
+    if not _TENSOR:
+        from varlens.tensor import Tensor
+        _TENSOR.append(Tensor)
+    return _TENSOR[0]
 
 
 def _saturation_kind(module):
@@ -392,7 +421,7 @@ class Lens:
         return hook
 
     def _record(self, name, module, args, output):
-        from varlens.tensor import Tensor
+        Tensor = _tensor_class()
         k = self._calls.get(name, 0)
         self._calls[name] = k + 1
         key = name if k == 0 else f"{name}#{k}"
@@ -413,8 +442,11 @@ class Lens:
         rec.out.update(a, kind, self._summary(a))
         rec.rows = a.shape[0] if a.ndim else 1
         self._produced[id(a)] = (a, key)
-        if self.grads and out.requires_grad:
-            out.register_hook(self._grad_hook(rec))
+        if self.grads and out._rg:
+            h = rec.grad_hook
+            if h is None:
+                h = rec.grad_hook = self._grad_hook(rec)
+            out.register_hook(h)
 
     def _note_input(self, rec, module, inp):
         a = inp._data

@@ -17,6 +17,7 @@ from varlens.backend import xp
 from varlens.ops import dual as D
 
 _ndarray = xp.ndarray
+_dot = xp.dot
 _add_reduce = xp.add.reduce
 _max_reduce = xp.maximum.reduce
 
@@ -36,7 +37,7 @@ class Linear(Function):
 
     def forward(self, x, w, b=None):
         self.save_for_backward(x, w)
-        y = B.matmul(x, w.T)
+        y = _dot(x, w.T) if x.ndim == 2 else B.matmul(x, w.T)  # (np.dot: less dispatch than @ in 2-D)
         if b is not None:
             y += b
         return y
@@ -46,9 +47,9 @@ class Linear(Function):
         n = self.next
         if g.__class__ is _ndarray and g.ndim == 2 and x.ndim == 2:
             # first-order training with a (batch, features) input: three BLAS calls, no dispatch
-            return (g @ w if n[0] is not None else None,
-                    g.T @ x if n[1] is not None else None,
-                    _ones(g.shape[0], g.dtype) @ g if n[2] is not None else None)
+            return (_dot(g, w) if n[0] is not None else None,
+                    _dot(g.T, x) if n[1] is not None else None,
+                    _dot(_ones(g.shape[0], g.dtype), g) if n[2] is not None else None)
         gx = D.matmul(g, w) if n[0] is not None else None
         gw = gb = None
         if n[1] is not None or n[2] is not None:
@@ -422,6 +423,8 @@ class CrossEntropy(Function):
         M = p.shape[0]
         red = self.reduction
         if self.fast:  # d/dz of mean/sum of (logsumexp(z) - z_t) is (softmax(z) - onehot(t)) * g / M
+            if g.__class__ is _ndarray and g.ndim == 0:
+                g = float(g)  # a Python float keeps p's dtype and skips 0-d array arithmetic
             gi = g / M if red == "mean" else g
             gz = p * gi
             gz.reshape(-1)[self.flat] -= gi  # gz is fresh and contiguous: reshape is a view

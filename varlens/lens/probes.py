@@ -89,13 +89,17 @@ def summarize(a):
         rows2 = rows2.astype(np.float64)
     fast = rows2.dtype.itemsize >= 4 and rows2.flags.c_contiguous
     if fast:
-        # the total as one BLAS dot and the per-row sums of squares by vecdot: two passes
-        # over the data, no temporary the size of the input, no floating-point warnings on
-        # Inf/NaN, and few calls (a summary's fixed cost matters for small tensors)
+        # row sums as a BLAS matrix-vector product (against a width-long ones vector, so the
+        # data is the only large read) and per-row sums of squares by vecdot: two passes, no
+        # temporary the size of the input, few calls (a summary's fixed cost matters for small
+        # tensors); Inf - Inf inside a sum is reported through the finiteness check below,
+        # not as a floating-point warning
         flat = rows2.reshape(-1)
-        s1 = float(flat @ _ones(flat.size, flat.dtype))
-        rq = np.vecdot(rows2, rows2).astype(np.float64)   # per-row sums of squares
-        s2 = float(_add_reduce(rq, axis=None))
+        with np.errstate(invalid="ignore", over="ignore"):
+            rs = rows2 @ _ones(width, rows2.dtype)
+            s1 = float(_add_reduce(rs, axis=None, dtype=np.float64))
+            rq = np.vecdot(rows2, rows2).astype(np.float64)   # per-row sums of squares
+            s2 = float(_add_reduce(rq, axis=None))
         # the per-row second moments rq / width, as (count, mean, sum of squared deviations)
         rows = (rq.size, s2 / width / rq.size,
                 max(float(rq @ rq) / (width * width) - s2 * s2 / (width * width * rq.size), 0.0))
@@ -201,9 +205,14 @@ class Stats:
             return
         if flat.dtype.kind != "f":
             flat = flat.astype(np.float64)
-        ones = _ones(flat.size, flat.dtype)
         with np.errstate(invalid="ignore", over="ignore"):
-            s1 = float(np.dot(flat, ones))      # BLAS: much faster than a ufunc reduction here
+            if a.ndim >= 2 and a.flags.c_contiguous:  # row sums by GEMV: a short ones vector, one read of a
+                a2 = a.reshape(a.shape[0], -1)
+                if a2.dtype != flat.dtype:
+                    a2 = a2.astype(flat.dtype)
+                s1 = float(_add_reduce(a2 @ _ones(a2.shape[1], a2.dtype), axis=None, dtype=np.float64))
+            else:
+                s1 = float(np.dot(flat, _ones(flat.size, flat.dtype)))  # BLAS: faster than a ufunc sum
             s2 = float(np.dot(flat, flat))
         if not (math.isfinite(s1) and math.isfinite(s2)):
             fin = np.isfinite(flat)
@@ -379,6 +388,7 @@ class Lens:
             raise ValueError(f"Lens: weight_every must be a positive int, got {weight_every!r}")
         self.weight_every = weight_every
         self._summ = {}            # id(array) -> (array, summary): one summary per array per step
+        self._moms = {}            # id(array) -> (array, moments) of inputs no module produced
         if not hasattr(model, "named_modules"):
             raise TypeError(f"Lens: model must be a varlens.nn.Module, got {type(model).__name__}")
         self.model, self.every, self.grads, self.weights = model, every, grads, weights
@@ -410,6 +420,7 @@ class Lens:
         self._calls.clear()
         self._produced.clear()
         self._summ.clear()
+        self._moms.clear()
         return None
 
     # ------------------------------------------------------------------ hooks
@@ -467,7 +478,12 @@ class Lens:
                     return
                 m, q = sm[1], sm[2] / sm[0] + sm[1] * sm[1]
             else:  # data or a tensor made outside any module: its mean and second moment suffice
-                mo = moments(a)
+                hit = self._moms.get(id(a))  # (the model and its first layer see the same input)
+                if hit is not None and hit[0] is a:
+                    mo = hit[1]
+                else:
+                    mo = moments(a)
+                    self._moms[id(a)] = (a, mo)
                 if mo is None:
                     return
                 m, q = mo[1], mo[2]
@@ -552,6 +568,7 @@ class Lens:
         self._calls.clear()
         self._produced.clear()
         self._summ.clear()
+        self._moms.clear()
         self._active = (self.steps_seen % self.every) == 0
 
     def detach(self):
@@ -561,6 +578,7 @@ class Lens:
         self._handles.clear()
         self._produced.clear()
         self._summ.clear()
+        self._moms.clear()
         self._active = False
 
     def report(self, direction=None, max_rows=None):

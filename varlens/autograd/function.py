@@ -75,9 +75,105 @@ class Function:
     def backward(self, grad):  # pragma: no cover - abstract
         raise NotImplementedError(f"{type(self).__name__} has no backward")
 
+    # ------------------------------------------------------------------ PyTorch-style subclasses
+    # A subclass written for torch.autograd.Function (``@staticmethod forward(ctx, *tensors)``
+    # and ``@staticmethod backward(ctx, *grads)``, Tensors in and out) works too: forward runs
+    # on the Tensors under no_grad, backward gets and returns Tensors (recorded when
+    # create_graph=True, so second derivatives work when backward is built from varlens ops).
+    _ctx_style = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        import inspect
+        fwd = inspect.getattr_static(cls, "forward", None)
+        if isinstance(fwd, staticmethod) and "forward" in cls.__dict__:
+            bwd = inspect.getattr_static(cls, "backward", None)
+            if not isinstance(bwd, staticmethod):
+                raise TypeError(f"{cls.__name__}: a Function with a @staticmethod forward(ctx, ...) "
+                                "needs a @staticmethod backward(ctx, *grads) as well")
+            cls._ctx_style = True
+            cls._user_forward = fwd
+            cls._user_backward = bwd
+            cls.backward = Function._ctx_backward
+            cls._backward_graph = Function._ctx_backward
+
+    def mark_non_differentiable(self, *tensors):
+        """Accepted for PyTorch compatibility (outputs here are the op's only result)."""
+
+    def mark_dirty(self, *tensors):
+        """Accepted for PyTorch compatibility."""
+
+    def set_materialize_grads(self, value):
+        """Accepted for PyTorch compatibility (gradients reaching backward are always arrays)."""
+
+    @classmethod
+    def _apply_ctx(cls, args, kwargs):
+        T = Tensor
+        ctx = _new(cls)
+        nxt = []
+        need = False
+        for a in args:
+            if isinstance(a, T) and a._rg:
+                need = True
+                nxt.append(a._node or a)
+            else:
+                nxt.append(None)
+        ctx.next = nxt
+        prev = _enabled[0]
+        _enabled[0] = False
+        try:
+            out = cls._user_forward(ctx, *args, **kwargs)
+        finally:
+            _enabled[0] = prev
+        if isinstance(out, (tuple, list)):
+            raise NotImplementedError(
+                f"{cls.__name__}.forward returned {len(out)} outputs; varlens Functions have one output "
+                "(return one Tensor, or split the computation into one Function per output)")
+        data = out._data if isinstance(out, T) else _asarray(out)
+        if need and prev:
+            ctx._oshape = data.shape
+            ctx._odtype = data.dtype
+            # saved copies of the output: under create_graph they stand for the recorded output
+            ctx._src = [i for i, t in enumerate(ctx.saved) if isinstance(t, T) and t._data is data]
+            return T._make(data, ctx)
+        return out if isinstance(out, T) else T._make(data)
+
+    def _ctx_backward(self, g):
+        """Backward of a PyTorch-style subclass: the user's backward on Tensors, its results
+        turned back into what the engine passes on (arrays, or Tensors under create_graph)."""
+        T = Tensor
+        arrays = g.__class__ is _ndarray or not isinstance(g, T)
+        saved = self.saved
+        if not arrays and saved and self._src:
+            conv = list(saved)
+            for i in self._src:
+                conv[i] = T._make(saved[i]._data, self)  # the output, wired to this node
+            self.saved = tuple(conv)
+        try:
+            res = type(self)._user_backward(self, T._make(_asarray(g)) if arrays else g)
+        finally:
+            self.saved = saved
+        if not isinstance(res, tuple):
+            res = (res,)
+        n = len(self.next)
+        if len(res) < n or any(r is not None for r in res[n:]):
+            raise RuntimeError(f"{type(self).__name__}.backward returned {len(res)} gradients but forward "
+                               f"took {n} inputs; return one per input (None where there is none)")
+        out = []
+        for r, p in zip(res[:n], self.next):
+            if r is None or p is None:
+                out.append(None)
+            elif arrays:
+                out.append(r._data if isinstance(r, T) else _asarray(r))
+            else:
+                out.append(r if isinstance(r, T) else T._make(_asarray(r)))
+        return tuple(out)
+
     @classmethod
     def apply(cls, *args, **kwargs):
         """Run forward on the inputs' arrays and, if any input needs grad, record a node."""
+        if cls._ctx_style:
+            return cls._apply_ctx(args, kwargs)
         T = Tensor
         ctx = _new(cls)
         datas = []

@@ -14,7 +14,7 @@ from varlens import ops
 from varlens.ops import *  # noqa: F401,F403  (varlens.exp, varlens.cat, ...)
 from varlens.ops import (abs, all, any, max, min, pow, round, sum)  # noqa: F401  (shadow builtins on purpose)
 from varlens.creation import (arange, as_tensor, bernoulli, empty, empty_like, eye, from_numpy, full,
-                              full_like, linspace, normal, ones, ones_like, rand, rand_like, randint,
+                              full_like, linspace, multinomial, normal, ones, ones_like, rand, rand_like, randint,
                               randn, randn_like, randperm, zeros, zeros_like)
 from varlens.random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from varlens import autograd

@@ -112,6 +112,47 @@ def bernoulli(p, generator=None):
     return _finish((g.random(pa.shape) < pa).astype(pa.dtype), False)
 
 
+def multinomial(input, num_samples, replacement=False, *, generator=None, out=None):
+    """Draw ``num_samples`` category indices per row of the non-negative weights ``input`` (1-D
+    (C,) or 2-D (N, C); they need not sum to 1), as torch.multinomial.  With replacement:
+    inverse-CDF sampling; without: the Gumbel-top-k trick (each draw removes its category).
+    Same seed, same draws on every machine, but not PyTorch's draws."""
+    if out is not None:
+        raise TypeError("multinomial: out= is not supported in varlens")
+    w = input._data if isinstance(input, Tensor) else xp.asarray(input)
+    if w.ndim not in (1, 2):
+        raise RuntimeError(f"multinomial: input must be 1-D or 2-D (categories last), got shape {tuple(w.shape)}")
+    if w.dtype.kind != "f":
+        raise RuntimeError(f"multinomial: input must be a floating-point tensor of weights, got dtype {w.dtype}")
+    n = int(num_samples)
+    if n <= 0:
+        raise RuntimeError(f"multinomial: num_samples must be positive, got {num_samples}")
+    w2 = w.reshape(1, -1) if w.ndim == 1 else w
+    C = w2.shape[1]
+    if not bool(xp.isfinite(w2).all()) or bool((w2 < 0).any()):
+        raise RuntimeError("multinomial: probability tensor contains either inf, nan or element < 0")
+    tot = w2.sum(axis=1, dtype=xp.float64)
+    if bool((tot <= 0).any()):
+        raise RuntimeError("multinomial: each row of input must have a positive sum (all weights were 0)")
+    g = _gen(generator)
+    if replacement:
+        cdf = xp.cumsum(w2, axis=1, dtype=xp.float64) / tot[:, None]
+        u = g.random((w2.shape[0], n))
+        idx = xp.stack([xp.searchsorted(c, r, side="right") for c, r in zip(cdf, u)])
+        idx = xp.minimum(idx, C - 1)  # rounding at the top of the CDF
+    else:
+        if n > C:
+            raise RuntimeError(f"multinomial: cannot sample num_samples={n} > {C} categories without replacement")
+        if bool(((w2 > 0).sum(axis=1) < n).any()):
+            raise RuntimeError("multinomial: invalid distribution (with replacement=False, not enough "
+                               f"categories with non-zero weight to draw {n})")
+        with xp.errstate(divide="ignore"):
+            keys = xp.log(w2.astype(xp.float64)) - xp.log(-xp.log(g.random(w2.shape)))
+        idx = xp.argsort(-keys, axis=1, kind="stable")[:, :n]
+    idx = idx.astype(B.int64)
+    return _finish(idx[0] if w.ndim == 1 else idx, False)
+
+
 def from_numpy(a):
     """Wrap a NumPy array without copying (they share memory, as torch.from_numpy)."""
     return Tensor._make(xp.asarray(a))

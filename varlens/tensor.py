@@ -415,6 +415,11 @@ class Tensor:
         g = _gen(generator)
         return self._random_(lambda s: g.random(s) < p)
 
+    def multinomial(self, num_samples, replacement=False, *, generator=None):
+        """Category indices drawn with these weights (varlens.multinomial)."""
+        from varlens.creation import multinomial
+        return multinomial(self, num_samples, replacement, generator=generator)
+
     def __setitem__(self, key, value):
         key = _ops.index_key(key)
         v = value._data if isinstance(value, Tensor) else value

@@ -133,3 +133,11 @@ _METHODS = {
 for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
 del _name, _fn
+
+# more of PyTorch's Tensor API, composed from the ops above (varlens/ops/extra.py)
+from varlens.ops.extra import (bincount, count_nonzero, diff, fliplr, flipud, fmod, frac,  # noqa: E402
+                               histc, index_add, index_copy, index_fill, logit, median, nan_to_num,
+                               narrow, rot90)
+from varlens.ops import extra as _extra  # noqa: E402
+
+_extra.install()

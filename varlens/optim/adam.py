@@ -81,7 +81,9 @@ class Adam(Optimizer):
                 m = _lerp_(st["exp_avg"]._data, g, 1 - beta1)
                 v = st["exp_avg_sq"]._data
                 v *= beta2
-                v += (1 - beta2) * g * g      # addcmul's rounding: (value t1) t2
+                tmp = xp.multiply(g, 1 - beta2)  # one scratch array serves every step below
+                tmp *= g                         # addcmul's rounding: (value t1) t2
+                v += tmp
                 bc1 = 1 - beta1 ** t
                 bc2 = 1 - beta2 ** t
                 step_size = lr / bc1
@@ -90,10 +92,15 @@ class Adam(Optimizer):
                     xp.maximum(vmax, v, out=vmax)
                     v = vmax
                 if inside:
-                    denom = xp.sqrt(v / bc2 + eps)
+                    xp.divide(v, bc2, out=tmp)
+                    tmp += eps
+                    xp.sqrt(tmp, out=tmp)
                 else:
-                    denom = xp.sqrt(v) / bc2 ** 0.5
-                    denom += eps
-                w -= step_size * m / denom
+                    xp.sqrt(v, out=tmp)
+                    tmp /= bc2 ** 0.5
+                    tmp += eps
+                xp.divide(m, tmp, out=tmp)       # addcdiv's rounding: value (t1 / t2)
+                tmp *= step_size
+                w -= tmp
                 p._version[0] += 1
         return loss

@@ -45,7 +45,7 @@ def numel(x):
 
 
 _LAZY = ("datasets", "train", "lens", "theory", "models", "info", "stats", "text", "vision",
-         "generative", "examples", "serialization")
+         "generative", "examples", "serialization", "distributions")
 
 
 def __getattr__(name):

@@ -168,3 +168,18 @@ def test_bad_input_messages():
         x.index_add(1, vl.tensor(np.array([1])), vl.ones(2, 1))
     with pytest.raises(RuntimeError, match="1-D integer"):
         x.index_fill(1, vl.tensor(np.array([[1]])), 0.0)
+
+
+@pytest.mark.parametrize("dim,size,step", [(2, 4, 2), (3, 3, 3), (2, 10, 1), (-1, 2, 1), (0, 1, 1), (2, 3, 4)])
+def test_unfold_matches_torch(dim, size, step):
+    a = RNG.standard_normal((2, 3, 10, 7))
+    check(lambda x: x.unfold(dim, size, step), lambda x: x.unfold(dim, size, step), a)
+
+
+def test_unfold_patchify_gradcheck_and_errors():
+    x = vl.tensor(RNG.standard_normal((1, 2, 4, 6)), requires_grad=True)
+    assert gradcheck(lambda t: t.unfold(2, 2, 2).unfold(3, 3, 3), (x,))  # ViT-style patches
+    with pytest.raises(RuntimeError, match="larger than dimension"):
+        x.unfold(2, 5, 1)
+    with pytest.raises(RuntimeError, match="must be positive"):
+        x.unfold(2, 2, 0)

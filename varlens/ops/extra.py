@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from varlens import backend as B
 from varlens.autograd import grad_mode as _gm
+from varlens.autograd.function import Function
 from varlens.backend import xp
 from varlens.tensor import Tensor
 
@@ -203,6 +204,38 @@ def reshape_as(x, other):
     return _o().reshape(x, tuple(other.shape))
 
 
+class Unfold(Function):
+    """Windows of ``size`` taken every ``step`` along ``dim`` (Tensor.unfold): the windows axis
+    replaces ``dim`` and the window's own axis goes last.  Backward adds each window's gradient
+    back where the window was read from (overlapping windows add up): one strided slice-add per
+    position inside the window, never a loop over windows."""
+
+    def forward(self, x, dim, size, step):
+        n = (x.shape[dim] - size) // step + 1
+        self.dim, self.size, self.step, self.n, self.xshape = dim, size, step, n, x.shape
+        w = xp.lib.stride_tricks.sliding_window_view(x, size, axis=dim)
+        key = (slice(None),) * dim + (slice(0, (n - 1) * step + 1, step),)
+        return xp.ascontiguousarray(w[key])
+
+    def backward(self, g):
+        d, size, step, n = self.dim, self.size, self.step, self.n
+        gx = xp.zeros(self.xshape, dtype=g.dtype)
+        for k in range(size):
+            dst = (slice(None),) * d + (slice(k, k + (n - 1) * step + 1, step),)
+            gx[dst] += g[..., k]
+        return gx
+
+
+def unfold(x, dimension, size, step):
+    d = _dim(x, dimension, "unfold")
+    L = x.shape[d] if x.ndim else 1
+    if size <= 0 or step <= 0:
+        raise RuntimeError(f"unfold: size and step must be positive, got size={size}, step={step}")
+    if size > L:
+        raise RuntimeError(f"unfold: size {size} is larger than dimension {d} of size {L}")
+    return Unfold.apply(x, d, size, step)
+
+
 # ---------------------------------------------------------------- in place
 def _inplace_from(name, fn):
     """``name_``: the out-of-place ``fn`` written back into this tensor (as the in-place ops
@@ -261,7 +294,7 @@ def install():
         "fmod": fmod, "frac": frac, "logit": logit, "nan_to_num": nan_to_num,
         "count_nonzero": count_nonzero, "diff": diff, "median": median, "bincount": bincount,
         "histc": histc, "narrow": narrow, "rot90": rot90, "fliplr": fliplr, "flipud": flipud,
-        "type_as": type_as, "reshape_as": reshape_as,
+        "type_as": type_as, "reshape_as": reshape_as, "unfold": unfold,
         "byte": lambda s: s.to(B.uint8), "char": lambda s: s.to(B.int8), "short": lambda s: s.to(B.int16),
         "stride": lambda s, dim=None: (tuple(st // s._data.itemsize for st in s._data.strides) if dim is None
                                        else s._data.strides[dim] // s._data.itemsize),

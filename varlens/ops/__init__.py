@@ -141,3 +141,7 @@ from varlens.ops.extra import (bincount, count_nonzero, diff, fliplr, flipud, fm
 from varlens.ops import extra as _extra  # noqa: E402
 
 _extra.install()
+from varlens.ops import more as _more  # noqa: E402
+
+globals().update({k: v for k, v in _more.FUNCTIONS.items() if k not in globals()})
+_more.install()

@@ -142,3 +142,35 @@ def test_errors_name_the_problem():
         vl.masked_select(vl.zeros(3), vl.tensor(np.array([1, 0, 1])))
     assert math.isclose(vl.tensor(np.array([0.0, 0.5])).atan2(vl.tensor(np.array([1.0, 1.0])))[1].item(),
                         math.atan2(0.5, 1.0))
+
+
+SPD = np.eye(4) * 4 + RNG.standard_normal((3, 4, 4))
+LIN = [
+    ("inv", lambda a: vl.linalg.inv(a), lambda a: torch.linalg.inv(a), [SPD]),
+    ("inverse method", lambda a: a.inverse(), lambda a: a.inverse(), [SPD]),
+    ("det", lambda a: vl.det(a), lambda a: torch.det(a), [SPD]),
+    ("slogdet", lambda a: vl.linalg.slogdet(a).logabsdet, lambda a: torch.linalg.slogdet(a).logabsdet, [SPD]),
+    ("logdet", lambda a: vl.logdet(a), lambda a: torch.logdet(a), [SPD @ np.swapaxes(SPD, -1, -2)]),
+    ("solve matrix", lambda a, b: vl.linalg.solve(a, b), lambda a, b: torch.linalg.solve(a, b), [SPD, N(3, 4, 2)]),
+    ("solve vector", lambda a, b: vl.linalg.solve(a, b), lambda a, b: torch.linalg.solve(a, b), [SPD, N(3, 4)]),
+]
+
+
+@pytest.mark.parametrize("name,fv,ft,arrays", LIN, ids=[c[0] for c in LIN])
+def test_linalg_matches_torch(name, fv, ft, arrays):
+    run(fv, ft, arrays)
+
+
+def test_linalg_gradcheck_second_order_and_errors():
+    a = vl.tensor(np.eye(3) * 3 + RNG.standard_normal((3, 3)), requires_grad=True)
+    assert gradcheck(vl.linalg.inv, (a,)) and gradcheck(vl.det, (a,))
+    (g,) = vl.autograd.grad(vl.linalg.inv(a).sum(), a, create_graph=True)
+    (h,) = vl.autograd.grad(g.sum(), a)
+    ta = torch.tensor(a.detach().numpy(), requires_grad=True)
+    (tg,) = torch.autograd.grad(torch.linalg.inv(ta).sum(), ta, create_graph=True)
+    (th,) = torch.autograd.grad(tg.sum(), ta)
+    np.testing.assert_allclose(h.numpy(), th.numpy(), rtol=1e-9)
+    with pytest.raises(RuntimeError, match="square matrix"):
+        vl.linalg.inv(vl.zeros(2, 3))
+    sign = vl.linalg.slogdet(vl.tensor(np.array([[0.0, 1.0], [1.0, 0.0]]))).sign.item()
+    assert sign == -1.0

@@ -1,6 +1,7 @@
-"""varlens.linalg: the vector and matrix norms of torch.linalg (built from differentiable ops)."""
+"""varlens.linalg: the norms, inverse, determinant and solve of torch.linalg (differentiable)."""
 from __future__ import annotations
 
+from varlens.ops.linalg import det, inv, slogdet, solve  # noqa: F401
 from varlens.ops.reduce import norm as _norm
 
 

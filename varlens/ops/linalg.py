@@ -82,3 +82,102 @@ def einsum(equation, *operands):
     this version handles any equation through a differentiable composite of products and sums."""
     from varlens.ops.einsum import einsum as _einsum
     return _einsum(equation, *operands)
+
+
+# ---------------------------------------------------------------- inverse, determinant, solve
+def _square(a, what):
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise RuntimeError(f"{what}: expected a square matrix or a batch of them (..., n, n), got shape "
+                           f"{tuple(a.shape)}")
+
+
+class Inv(Function):
+    """Y = A^{-1};  dL/dA = -Y^T G Y^T (from dY = -Y dA Y), batched over leading axes."""
+
+    def forward(self, a):
+        y = xp.linalg.inv(a)
+        self.save_for_backward(y)
+        return y
+
+    def backward(self, g):
+        (y,) = self.saved
+        yt = D.mT(y)
+        return -D.matmul(D.matmul(yt, g), yt)
+
+
+class Solve(Function):
+    """X = A^{-1} B;  dL/dB = A^{-T} G,  dL/dA = -(A^{-T} G) X^T."""
+
+    differentiable_backward = False
+
+    def forward(self, a, b):
+        self.vec = b.ndim == a.ndim - 1
+        x = xp.linalg.solve(a, b[..., None] if self.vec else b)
+        self.a, self.x = a, x
+        return x[..., 0] if self.vec else x
+
+    def backward(self, g):
+        g2 = g[..., None] if self.vec else g
+        gb = xp.linalg.solve(xp.swapaxes(self.a, -1, -2), g2)
+        ga = -gb @ xp.swapaxes(self.x, -1, -2)
+        return ga, (gb[..., 0] if self.vec else gb)
+
+    @staticmethod
+    def composite(a, b):
+        from varlens import ops
+        return ops.matmul(Inv.apply(a), b[..., None])[..., 0] if b.ndim == a.ndim - 1 else \
+            ops.matmul(Inv.apply(a), b)
+
+
+class LogAbsDet(Function):
+    """log |det A|;  d/dA = A^{-T} (Jacobi's formula divided by det A)."""
+
+    differentiable_backward = False
+
+    def forward(self, a):
+        sign, la = xp.linalg.slogdet(a)
+        self.a = a
+        return xp.asarray(la, dtype=a.dtype)
+
+    def backward(self, g):
+        ginv = xp.swapaxes(xp.linalg.inv(self.a), -1, -2)
+        return xp.asarray(g)[..., None, None] * ginv
+
+    @staticmethod
+    def composite(a):
+        raise NotImplementedError("logdet: second derivatives are not implemented")
+
+
+def inv(a):
+    _square(a, "inv")
+    return Inv.apply(a)
+
+
+def solve(a, b):
+    _square(a, "solve")
+    return Solve.apply(a, b)
+
+
+def slogdet(a):
+    """(sign, logabsdet), as torch.linalg.slogdet; logabsdet is differentiable."""
+    from collections import namedtuple
+    _square(a, "slogdet")
+    sign = xp.linalg.slogdet(a._data)[0]
+    from varlens.tensor import Tensor
+    return namedtuple("slogdet", ["sign", "logabsdet"])(Tensor._make(xp.asarray(sign, dtype=a.dtype)),
+                                                        LogAbsDet.apply(a))
+
+
+def det(a):
+    """det A = sign * exp(log |det A|), so its gradient is det(A) A^{-T} (Jacobi's formula)."""
+    from varlens import ops
+    s = slogdet(a)
+    return s.sign * ops.exp(s.logabsdet)
+
+
+def logdet(a):
+    """log det A (NaN where det A < 0), as torch.logdet."""
+    from varlens import ops
+    s = slogdet(a)
+    neg = (s.sign._data < 0)
+    return ops.where(neg, s.logabsdet * float("nan"), s.logabsdet) if neg.any() else s.logabsdet

@@ -520,6 +520,14 @@ FUNCTIONS = {
     "bucketize": bucketize, "kthvalue": kthvalue, "quantile": quantile, "logcumsumexp": logcumsumexp,
     "aminmax": aminmax, "clamp_min": clamp_min, "clamp_max": clamp_max,
 }
+
+
+def _linalg():
+    from varlens.ops import linalg as L
+    return {"inverse": L.inv, "det": L.det, "logdet": L.logdet, "slogdet": L.slogdet}
+
+
+FUNCTIONS.update(_linalg())
 _NOT_METHODS = {"atleast_1d", "atleast_2d", "atleast_3d", "vstack", "row_stack", "hstack", "dstack",
                 "column_stack", "searchsorted", "bucketize", "cdist"}
 

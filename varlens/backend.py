@@ -107,13 +107,13 @@ _thread_limit = [None]
 _CONST = {}
 
 
-def _const(key, make):
-    """A read-only array built once by ``make()`` and kept under ``key`` (a small cache)."""
+def _const(key, make, *args):
+    """A read-only array ``make(*args)``, built once and kept under ``key`` (a small cache)."""
     a = _CONST.get(key)
     if a is None:
         if len(_CONST) >= 256:
             _CONST.clear()
-        a = _CONST[key] = make()
+        a = _CONST[key] = make(*args)
         a.flags.writeable = False
     return a
 
@@ -124,20 +124,18 @@ def zeros_cached(shape, dtype):
     ``np.maximum(x, 0)`` with a scalar runs an unvectorised loop (several times slower than
     against an array of zeros), so ReLU compares against one of these instead.
     """
-    a = _CONST.get(("zeros", shape, dtype))
-    return a if a is not None else _const(("zeros", shape, dtype), lambda: np.zeros(shape, dtype=dtype))
+    return _const(("zeros", shape, dtype), np.zeros, shape, dtype)
 
 
-def ones_cached(n, dtype):
-    """A read-only vector of n ones, cached: sums as BLAS matrix-vector products use it."""
-    a = _CONST.get(("ones", n, dtype))
-    return a if a is not None else _const(("ones", n, dtype), lambda: np.ones(n, dtype=dtype))
+def ones_cached(shape, dtype):
+    """Read-only ones of this shape (an int n for a vector), cached: sums as BLAS
+    matrix-vector products use them, and backward's implicit output gradient is one."""
+    return _const(("ones", shape, dtype), np.ones, shape, dtype)
 
 
 def arange_cached(start, stop, step):
     """A read-only int64 ``arange(start, stop, step)``, cached (row offsets for flat indexing)."""
-    a = _CONST.get(("arange", start, stop, step))
-    return a if a is not None else _const(("arange", start, stop, step), lambda: np.arange(start, stop, step))
+    return _const(("arange", start, stop, step), np.arange, start, stop, step)
 
 
 def set_num_threads(n: int) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from varlens.autograd import grad_mode as _gm
 from varlens.autograd.function import Function, _check_finite
-from varlens.backend import sum_to, xp
+from varlens.backend import ones_cached, sum_to, xp
 
 ndarray = xp.ndarray
 
@@ -296,21 +296,6 @@ def _deliver_leaf(t, gi, shared, results, capture, create_graph):
             t.grad._data = old + gi
 
 
-_ONE = {}
-
-
-def _scalar_one(shape, dtype):
-    """The implicit output gradient 1 of a one-element output, cached read-only: backward
-    functions never write into their incoming gradient (it may be shared), so one array
-    serves every call; a backward that tried would fail loudly on the read-only flag."""
-    k = (shape, dtype)
-    a = _ONE.get(k)
-    if a is None:
-        a = _ONE[k] = xp.ones(shape, dtype=dtype)
-        a.flags.writeable = False
-    return a
-
-
 def _as_grad_array(t, g, what):
     """Check/convert a user-supplied output gradient."""
     if g is None:
@@ -319,7 +304,9 @@ def _as_grad_array(t, g, what):
                 f"{what}: grad can be implicitly created only for scalar outputs, but the output has "
                 f"shape {tuple(t.shape)}; pass gradient= a tensor of that shape (e.g. ones_like(out)) "
                 "or reduce the output first (out.sum())")
-        return _scalar_one(t._data.shape, t._data.dtype)
+        # cached read-only: a backward never writes into its incoming gradient (it may be
+        # shared), so one array serves every call, and one that tried would fail loudly
+        return ones_cached(t._data.shape, t._data.dtype)
     ga = g._data if isinstance(g, Tensor) else xp.asarray(g, dtype=t._data.dtype)
     if ga.shape != t._data.shape:
         raise RuntimeError(f"{what}: gradient has shape {tuple(ga.shape)} but the output has shape "

@@ -143,9 +143,8 @@ class Bernoulli(Distribution):
             raise ValueError("Bernoulli: pass exactly one of probs or logits")
         if probs is not None:
             self.probs = _t(probs)
-            p = xp.clip(self.probs._data, 1e-12, 1 - 1e-12)
-            self.logits = Tensor._make(xp.log(p) - xp.log1p(-p)) if not self.probs._rg else \
-                _vl.log(_vl.clamp(self.probs, 1e-12, 1 - 1e-12)) - _vl.log(_vl.clamp(1 - self.probs, 1e-12, 1))
+            self.logits = _vl.log(_vl.clamp(self.probs, 1e-12, 1 - 1e-12)) - \
+                _vl.log(_vl.clamp(1 - self.probs, 1e-12, 1))
         else:
             self.logits = _t(logits)
             self.probs = _vl.sigmoid(self.logits)

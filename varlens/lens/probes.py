@@ -35,8 +35,7 @@ DROPOUT_LIKE = {"Dropout", "Dropout1d", "Dropout2d", "Dropout3d"}
 SAT_LEVEL = 0.99
 
 
-def _ones(n, dtype):
-    return ones_cached(n, dtype)
+_ones = ones_cached
 
 
 _add_reduce = np.add.reduce          # the ufunc reductions skip ndarray.sum/max/min's Python frames
@@ -44,18 +43,28 @@ _max_reduce = np.maximum.reduce
 _min_reduce = np.minimum.reduce
 
 
-def moments(a):
-    """(n, mean, second moment) of an array: two BLAS dots, for inputs whose only use is the
-    local propagation rule (no max, zeros or per-row statistics).  None if not finite."""
+def _sums(a):
+    """(flat float array, sum, sum of squares) of ``a`` by BLAS: the sum as row sums against a
+    short ones vector (one read of the data), the squares as one dot.  Inf - Inf inside a sum
+    shows up as a non-finite result for the caller to handle, not as a warning."""
     flat = a.reshape(-1)
-    if flat.size == 0:
-        return None
     if flat.dtype.kind != "f" or flat.dtype.itemsize < 4:
         flat = flat.astype(np.float64)
     if not flat.flags.c_contiguous:
         flat = np.ascontiguousarray(flat)
-    s1 = float(flat @ _ones(flat.size, flat.dtype))
-    s2 = float(flat @ flat)
+    rows = flat.reshape(a.shape[0], -1) if a.ndim >= 2 else flat.reshape(1, -1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        s1 = float(_add_reduce(rows @ _ones(rows.shape[1], rows.dtype), axis=None, dtype=np.float64))
+        s2 = float(flat @ flat)
+    return flat, s1, s2
+
+
+def moments(a):
+    """(n, mean, second moment) of an array: two BLAS passes, for inputs whose only use is the
+    local propagation rule (no max, zeros or per-row statistics).  None if empty or not finite."""
+    if a.size == 0:
+        return None
+    flat, s1, s2 = _sums(a)
     if not (math.isfinite(s1) and math.isfinite(s2)):
         return None
     n = flat.size
@@ -94,7 +103,6 @@ def summarize(a):
         # temporary the size of the input, few calls (a summary's fixed cost matters for small
         # tensors); Inf - Inf inside a sum is reported through the finiteness check below,
         # not as a floating-point warning
-        flat = rows2.reshape(-1)
         with np.errstate(invalid="ignore", over="ignore"):
             rs = rows2 @ _ones(width, rows2.dtype)
             s1 = float(_add_reduce(rs, axis=None, dtype=np.float64))
@@ -113,8 +121,7 @@ def summarize(a):
     if math.isfinite(s1) and math.isfinite(s2):
         n = rows2.size
         mean = s1 / n
-        amax = max(abs(float(_max_reduce(flat if fast else rows2, axis=None))),
-                   abs(float(_min_reduce(flat if fast else rows2, axis=None))))
+        amax = max(abs(float(_max_reduce(rows2, axis=None))), abs(float(_min_reduce(rows2, axis=None))))
         zeros = int(np.count_nonzero(rows2 == 0))   # faster than counting non-zeros of floats
         return (n, mean, max(s2 - n * mean * mean, 0.0), amax, zeros, 0, 0, rows, width)
     if fast:
@@ -200,20 +207,9 @@ class Stats:
         second moment and max |x| (BLAS dot for the sum of squares); no rows, no zeros."""
         self.calls += 1
         self.shape = a.shape
-        flat = a.reshape(-1)
-        if flat.size == 0:
+        if a.size == 0:
             return
-        if flat.dtype.kind != "f":
-            flat = flat.astype(np.float64)
-        with np.errstate(invalid="ignore", over="ignore"):
-            if a.ndim >= 2 and a.flags.c_contiguous:  # row sums by GEMV: a short ones vector, one read of a
-                a2 = a.reshape(a.shape[0], -1)
-                if a2.dtype != flat.dtype:
-                    a2 = a2.astype(flat.dtype)
-                s1 = float(_add_reduce(a2 @ _ones(a2.shape[1], a2.dtype), axis=None, dtype=np.float64))
-            else:
-                s1 = float(np.dot(flat, _ones(flat.size, flat.dtype)))  # BLAS: faster than a ufunc sum
-            s2 = float(np.dot(flat, flat))
+        flat, s1, s2 = _sums(a)
         if not (math.isfinite(s1) and math.isfinite(s2)):
             fin = np.isfinite(flat)
             n_nan = int(np.isnan(flat).sum())
@@ -478,12 +474,7 @@ class Lens:
                     return
                 m, q = sm[1], sm[2] / sm[0] + sm[1] * sm[1]
             else:  # data or a tensor made outside any module: its mean and second moment suffice
-                hit = self._moms.get(id(a))  # (the model and its first layer see the same input)
-                if hit is not None and hit[0] is a:
-                    mo = hit[1]
-                else:
-                    mo = moments(a)
-                    self._moms[id(a)] = (a, mo)
+                mo = self._memo(self._moms, a, moments)  # (the model and its first layer share it)
                 if mo is None:
                     return
                 m, q = mo[1], mo[2]
@@ -510,13 +501,18 @@ class Lens:
             axes = tuple(range(x.ndim - len(tuple(shape)), x.ndim))
         return float(np.mean(x.var(axis=axes)))
 
-    def _summary(self, a):
-        hit = self._summ.get(id(a))
+    @staticmethod
+    def _memo(store, a, fn):
+        """fn(a), computed once per array per forward pass (``store``: id -> (array, value))."""
+        hit = store.get(id(a))
         if hit is not None and hit[0] is a:
             return hit[1]
-        sm = summarize(a)
-        self._summ[id(a)] = (a, sm)
-        return sm
+        v = fn(a)
+        store[id(a)] = (a, v)
+        return v
+
+    def _summary(self, a):
+        return self._memo(self._summ, a, summarize)
 
     def _grad_hook(self, rec):
         def hook(g):

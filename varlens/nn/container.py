@@ -143,7 +143,51 @@ class ModuleList(Module):
         raise NotImplementedError("ModuleList has no forward; iterate over it in your own forward")
 
 
-class ModuleDict(Module):
+class _DictOfTable:
+    """The read side of a dict whose entries live in one of the Module's tables (``_table``
+    names it): ModuleDict and ParameterDict share it; each sets how an entry is added."""
+
+    _table = "_modules"
+
+    def _entries(self):
+        return self.__dict__[self._table]
+
+    def __getitem__(self, key):
+        return self._entries()[key]
+
+    def __delitem__(self, key):
+        del self._entries()[key]
+
+    def __len__(self):
+        return len(self._entries())
+
+    def __iter__(self):
+        return iter(self._entries())
+
+    def __contains__(self, key):
+        return key in self._entries()
+
+    def keys(self):
+        return self._entries().keys()
+
+    def values(self):
+        return self._entries().values()
+
+    def items(self):
+        return self._entries().items()
+
+    def pop(self, key):
+        return self._entries().pop(key)
+
+    def clear(self):
+        self._entries().clear()
+
+    def update(self, entries):
+        for k, v in (entries.items() if hasattr(entries, "items") else entries):
+            self[k] = v
+
+
+class ModuleDict(_DictOfTable, Module):
     """A dict of modules (insertion-ordered), registered under their keys."""
 
     def __init__(self, modules=None):
@@ -151,43 +195,8 @@ class ModuleDict(Module):
         if modules is not None:
             self.update(modules)
 
-    def __getitem__(self, key):
-        return self._modules[key]
-
     def __setitem__(self, key, module):
         self.add_module(key, module)
-
-    def __delitem__(self, key):
-        del self._modules[key]
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules)
-
-    def __contains__(self, key):
-        return key in self._modules
-
-    def keys(self):
-        return self._modules.keys()
-
-    def values(self):
-        return self._modules.values()
-
-    def items(self):
-        return self._modules.items()
-
-    def pop(self, key):
-        return self._modules.pop(key)
-
-    def clear(self):
-        self._modules.clear()
-
-    def update(self, modules):
-        items = modules.items() if hasattr(modules, "items") else modules
-        for k, m in items:
-            self[k] = m
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ModuleDict has no forward; index it in your own forward")
@@ -226,38 +235,18 @@ class ParameterList(Module):
         return "\n".join(f"({k}): Parameter of shape {tuple(p.shape)}" for k, p in self._parameters.items())
 
 
-class ParameterDict(Module):
+class ParameterDict(_DictOfTable, Module):
     """A dict of Parameters."""
+
+    _table = "_parameters"
 
     def __init__(self, parameters=None):
         super().__init__()
         if parameters is not None:
-            for k, v in (parameters.items() if hasattr(parameters, "items") else parameters):
-                self[k] = v
-
-    def __getitem__(self, key):
-        return self._parameters[key]
+            self.update(parameters)
 
     def __setitem__(self, key, p):
         self.register_parameter(key, _as_param(p))
-
-    def __len__(self):
-        return len(self._parameters)
-
-    def __iter__(self):
-        return iter(self._parameters)
-
-    def __contains__(self, key):
-        return key in self._parameters
-
-    def keys(self):
-        return self._parameters.keys()
-
-    def values(self):
-        return self._parameters.values()
-
-    def items(self):
-        return self._parameters.items()
 
 
 def _as_param(p):

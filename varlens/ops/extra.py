@@ -7,6 +7,8 @@ Each function takes the tensor first, as the method does; ``install`` attaches t
 """
 from __future__ import annotations
 
+from collections import namedtuple
+
 from varlens import backend as B
 from varlens.autograd import grad_mode as _gm
 from varlens.autograd.function import Function
@@ -139,8 +141,10 @@ def median(x, dim=None, keepdim=False):
     vals, idx = narrow(s.values, d, k, 1), narrow(s.indices, d, k, 1)
     if not keepdim:
         vals, idx = o.squeeze(vals, d), o.squeeze(idx, d)
-    from collections import namedtuple
-    return namedtuple("median", ["values", "indices"])(vals, idx)
+    return _Median(vals, idx)
+
+
+_Median = namedtuple("median", ["values", "indices"])
 
 
 def bincount(x, weights=None, minlength=0):

@@ -206,7 +206,7 @@ def xlogy(input, other):
     o = _o()
     x, y = _T(input), _T(other, input)
     zero = (x == 0)._data
-    safe_y = o.where(zero, o.ones_like(y) if hasattr(o, "ones_like") else y * 0 + 1, y)
+    safe_y = o.where(zero, y * 0 + 1, y)  # log(1) where x == 0, so no -inf * 0 reaches the gradient
     return o.where(zero, x * 0, x * o.log(safe_y))
 
 

@@ -142,6 +142,18 @@ def _buf(ws, name, shape, dt):
 _LSTM_PERM = (3, 0, 1, 2)   # internal block k holds PyTorch gate block _LSTM_PERM[k]
 
 
+
+def _store_step(Z, t, hn, h, m3):
+    """Write step t's output into Z and return the state carried on: hn, or, with a mask
+    (padded sequences), hn where the mask is 1 and the previous state where it is 0 (the
+    output there is 0)."""
+    if m3 is None:
+        Z[t] = hn
+        return hn
+    m = m3[t]
+    Z[t] = hn * m
+    return h + m * (hn - h)
+
 class LSTMLayerFunction(Function):
     """One LSTM layer, one direction, whole sequence.
 
@@ -394,13 +406,7 @@ class GRULayerFunction(Function):
             hn = h - n
             hn *= s[:, H:]
             hn += n
-            if m3 is None:
-                Z[t] = hn
-                h = hn
-            else:
-                m = m3[t]
-                Z[t] = hn * m
-                h = h + m * (hn - h)
+            h = _store_step(Z, t, hn, h, m3)
         Z[T] = h
         self.rz, self.ns, self.hgn, self.hprev, self.ws = rz, ns, hgn, hprev, ws
         self.x, self.w_ih, self.w_hh = x, w_ih, w_hh
@@ -493,13 +499,7 @@ class RNNLayerFunction(Function):
                 xp.maximum(a, 0, out=a)
             else:
                 xp.tanh(a, out=a)
-            if m3 is None:
-                Z[t] = a
-                h = a
-            else:
-                m = m3[t]
-                Z[t] = a * m
-                h = h + m * (a - h)
+            h = _store_step(Z, t, a, h, m3)
         Z[T] = h
         self.hs, self.hprev, self.x, self.w_ih, self.w_hh = hs, hprev, x, w_ih, w_hh
         self.reverse, self.m3, self.relu = reverse, m3, relu

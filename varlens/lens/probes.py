@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from varlens.backend import ones_cached
+from varlens.lens.kernels import row_stats
 
 # module kinds, by class name (so this layer does not import the nn layer classes)
 LINEAR_LIKE = {"Linear", "Conv1d", "Conv2d", "Conv3d", "Bilinear", "LazyLinear"}
@@ -35,18 +36,25 @@ DROPOUT_LIKE = {"Dropout", "Dropout1d", "Dropout2d", "Dropout3d"}
 SAT_LEVEL = 0.99
 
 
-_ones = ones_cached
+_FAST = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-_add_reduce = np.add.reduce          # the ufunc reductions skip ndarray.sum/max/min's Python frames
-_max_reduce = np.maximum.reduce
-_min_reduce = np.minimum.reduce
+def _stats2d(a):
+    """kernels.row_stats of ``a`` seen as (leading dim, rest), or None where it does not apply
+    (other dtypes, non-contiguous, empty, NaN/Inf or overflowing sums)."""
+    rows2 = a.reshape(a.shape[0], -1) if a.ndim >= 2 else a.reshape(1, -1)
+    if rows2.dtype not in _FAST or not rows2.size or not rows2.flags.c_contiguous:
+        return None
+    r = row_stats(rows2)
+    if r is None or not (math.isfinite(r[0]) and math.isfinite(r[1]) and math.isfinite(r[2])):
+        return None
+    return r
 
 
 def _sums(a):
-    """(flat float array, sum, sum of squares) of ``a`` by BLAS: the sum as row sums against a
-    short ones vector (one read of the data), the squares as one dot.  Inf - Inf inside a sum
-    shows up as a non-finite result for the caller to handle, not as a warning."""
+    """(flat float array, sum, sum of squares) of ``a`` by NumPy (float64 for other dtypes).
+    Inf - Inf inside a sum shows up as a non-finite result for the caller to handle, not as
+    a warning."""
     flat = a.reshape(-1)
     if flat.dtype.kind != "f" or flat.dtype.itemsize < 4:
         flat = flat.astype(np.float64)
@@ -54,16 +62,20 @@ def _sums(a):
         flat = np.ascontiguousarray(flat)
     rows = flat.reshape(a.shape[0], -1) if a.ndim >= 2 else flat.reshape(1, -1)
     with np.errstate(invalid="ignore", over="ignore"):
-        s1 = float(_add_reduce(rows @ _ones(rows.shape[1], rows.dtype), axis=None, dtype=np.float64))
+        s1 = float(np.add.reduce(rows @ ones_cached(rows.shape[1], rows.dtype), axis=None, dtype=np.float64))
         s2 = float(flat @ flat)
     return flat, s1, s2
 
 
 def moments(a):
-    """(n, mean, second moment) of an array: two BLAS passes, for inputs whose only use is the
-    local propagation rule (no max, zeros or per-row statistics).  None if empty or not finite."""
+    """(n, mean, second moment) of an array, for inputs whose only use is the local
+    propagation rule.  None if empty or not finite."""
     if a.size == 0:
         return None
+    st = _stats2d(a)
+    if st is not None:
+        n = a.size
+        return n, st[0] / n, st[1] / n
     flat, s1, s2 = _sums(a)
     if not (math.isfinite(s1) and math.isfinite(s2)):
         return None
@@ -71,61 +83,53 @@ def moments(a):
     return n, s1 / n, s2 / n
 
 
-def _absmax(flat):
-    """max |x| of a 1-D array: one BLAS i?amax pass for float32/float64."""
-    try:
-        from scipy.linalg import blas
-        f = blas.isamax if flat.dtype == np.float32 else (blas.idamax if flat.dtype == np.float64 else None)
-    except ImportError:  # pragma: no cover
-        f = None
-    if f is not None and flat.flags.c_contiguous:
-        return abs(float(flat[int(f(flat))]))
-    return float(np.abs(flat).max())
-
-
 def summarize(a):
     """One array's contribution: (n, mean, M2, max|x|, zeros, nan, inf, per-row second moments, width).
 
-    Row sums of x and x^2 are taken in the array's own dtype (pairwise summation over one
-    row, no float64 copy of the data), then in float64 across rows; non-finite values are
-    counted and left out.
+    Rows are the leading dimension.  A contiguous float32/float64 array with every value
+    finite is read once by :func:`varlens.lens.kernels.row_stats` (sum, sum of squares, the
+    per-row spread, max |x| and the exact-zero count, accumulated in float64); anything else
+    goes to :func:`_summarize_general`, which counts NaN/Inf and leaves them out.
     """
     if a.ndim == 0:
         a = a.reshape(1, 1)
     rows2 = a.reshape(a.shape[0], -1)
+    r = None
+    if rows2.dtype in _FAST and rows2.size and rows2.flags.c_contiguous:
+        r = row_stats(rows2)
+    if r is None:
+        return _summarize_general(rows2)
+    s1, s2, ss, amax, zeros = r
+    if not (math.isfinite(s1) and math.isfinite(s2) and math.isfinite(ss)):
+        return _summarize_general(rows2)
+    n = rows2.size
+    m, width = rows2.shape
+    ww = float(width * width)
+    mean = s1 / n
+    # the per-row second moments (row sum of squares / width), as (count, mean, sum of
+    # squared deviations)
+    rows = (m, s2 / width / m, max(ss / ww - s2 * s2 / (ww * m), 0.0))
+    return (n, mean, max(s2 - n * mean * mean, 0.0), amax, zeros, 0, 0, rows, width)
+
+
+def _summarize_general(rows2):
+    """:func:`summarize` for any other array: other dtypes, non-contiguous, NaN/Inf or huge values."""
     width = rows2.shape[1]
     if rows2.dtype.kind != "f":
         rows2 = rows2.astype(np.float64)
-    fast = rows2.dtype.itemsize >= 4 and rows2.flags.c_contiguous
-    if fast:
-        # row sums as a BLAS matrix-vector product (against a width-long ones vector, so the
-        # data is the only large read) and per-row sums of squares by vecdot: two passes, no
-        # temporary the size of the input, few calls (a summary's fixed cost matters for small
-        # tensors); Inf - Inf inside a sum is reported through the finiteness check below,
-        # not as a floating-point warning
-        with np.errstate(invalid="ignore", over="ignore"):
-            rs = rows2 @ _ones(width, rows2.dtype)
-            s1 = float(_add_reduce(rs, axis=None, dtype=np.float64))
-            rq = np.vecdot(rows2, rows2).astype(np.float64)   # per-row sums of squares
-            s2 = float(_add_reduce(rq, axis=None))
-        # the per-row second moments rq / width, as (count, mean, sum of squared deviations)
-        rows = (rq.size, s2 / width / rq.size,
-                max(float(rq @ rq) / (width * width) - s2 * s2 / (width * width * rq.size), 0.0))
-    else:
-        with np.errstate(invalid="ignore", over="ignore"):
-            rs = rows2.sum(axis=1, dtype=np.float64) if rows2.dtype.itemsize < 4 else rows2.sum(axis=1)
-            rq = (rows2 * rows2).sum(axis=1).astype(np.float64) / width
-            s1 = float(rs.astype(np.float64).sum())
+    with np.errstate(invalid="ignore", over="ignore"):
+        rs = rows2.sum(axis=1, dtype=np.float64) if rows2.dtype.itemsize < 4 else rows2.sum(axis=1)
+        rq = (rows2 * rows2).sum(axis=1).astype(np.float64) / width
+        s1 = float(rs.astype(np.float64).sum())
         s2 = float(rq.sum()) * width
-        rows = _row_stats(rq)
     if math.isfinite(s1) and math.isfinite(s2):
         n = rows2.size
+        if n == 0:
+            return (0, 0.0, 0.0, 0.0, 0, 0, 0, (0, 0.0, 0.0), width)
         mean = s1 / n
-        amax = max(abs(float(_max_reduce(rows2, axis=None))), abs(float(_min_reduce(rows2, axis=None))))
-        zeros = int(np.count_nonzero(rows2 == 0))   # faster than counting non-zeros of floats
-        return (n, mean, max(s2 - n * mean * mean, 0.0), amax, zeros, 0, 0, rows, width)
-    if fast:
-        rq = rq / width
+        amax = float(np.abs(rows2).max())
+        zeros = int(np.count_nonzero(rows2 == 0))
+        return (n, mean, max(s2 - n * mean * mean, 0.0), amax, zeros, 0, 0, _row_stats(rq), width)
     x = rows2.astype(np.float64)
     fin = np.isfinite(x)
     n_nan = int(np.isnan(x).sum())
@@ -134,8 +138,10 @@ def summarize(a):
     rows = _row_stats(rq[np.isfinite(rq)])
     if xf.size == 0:
         return (0, 0.0, 0.0, 0.0, 0, n_nan, n_inf, rows, width)
-    mean = float(xf.mean())
-    return (xf.size, mean, float(((xf - mean) ** 2).sum()), float(np.abs(xf).max()),
+    with np.errstate(over="ignore", invalid="ignore"):   # float64 values above ~1e154 overflow M2
+        mean = float(xf.mean())
+        m2 = float(((xf - mean) ** 2).sum())
+    return (xf.size, mean, m2, float(np.abs(xf).max()),
             int(xf.size - np.count_nonzero(xf)), n_nan, n_inf, rows, width)
 
 
@@ -149,30 +155,57 @@ def _row_stats(rq):
     return (n, mean, float(d @ d))
 
 
-class Stats:
-    """Streaming statistics of a stream of arrays (float64 accumulators, Chan/Welford merges)."""
+def _folded(field):
+    """A read-only view of one accumulator that first merges the summaries still pending."""
+    def get(self):
+        if self._pend:
+            self._fold()
+        return getattr(self, field)
+    get.__name__ = field[1:]
+    return property(get)
 
-    __slots__ = ("n", "mean", "m2", "amax", "zeros", "nan", "inf", "sat", "sat_n", "rows", "rq_mean", "rq_m2",
-                 "entropy_sum", "entropy_n", "calls", "shape", "width")
+
+class Stats:
+    """Streaming statistics of a stream of arrays (float64 accumulators, Chan/Welford merges).
+
+    Per-array summaries are queued and merged when a result is read (or every 64 arrays), so
+    a sampled training step pays only for the passes over its data, not for the merges.
+    """
+
+    __slots__ = ("_n", "_mean", "_m2", "_amax", "_zeros", "_nan", "_inf", "sat", "sat_n", "_rows", "_rq_mean",
+                 "_rq_m2", "entropy_sum", "entropy_n", "calls", "shape", "_width", "_pend")
 
     def __init__(self):
-        self.n = 0
-        self.mean = 0.0
-        self.m2 = 0.0
-        self.amax = 0.0
-        self.zeros = 0
-        self.nan = 0
-        self.inf = 0
+        self._n = 0
+        self._mean = 0.0
+        self._m2 = 0.0
+        self._amax = 0.0
+        self._zeros = 0
+        self._nan = 0
+        self._inf = 0
         self.sat = 0          # saturated elements (or rows, for softmax)
         self.sat_n = 0        # elements (rows) the saturation count is over
-        self.rows = 0         # per-row second moments (rows = leading dim): Welford
-        self.rq_mean = 0.0
-        self.rq_m2 = 0.0
+        self._rows = 0        # per-row second moments (rows = leading dim): Welford
+        self._rq_mean = 0.0
+        self._rq_m2 = 0.0
         self.entropy_sum = 0.0
         self.entropy_n = 0
         self.calls = 0
         self.shape = None
-        self.width = 1
+        self._width = 1
+        self._pend = []       # summaries not merged yet
+
+    n = _folded("_n")
+    mean = _folded("_mean")
+    m2 = _folded("_m2")
+    amax = _folded("_amax")
+    zeros = _folded("_zeros")
+    nan = _folded("_nan")
+    inf = _folded("_inf")
+    rows = _folded("_rows")
+    rq_mean = _folded("_rq_mean")
+    rq_m2 = _folded("_rq_m2")
+    width = _folded("_width")
 
     # ------------------------------------------------------------------ update
     def update(self, a, kind=None, summary=None):
@@ -184,63 +217,78 @@ class Stats:
         self.shape = a.shape
         if a.size == 0:
             return
-        sm = summarize(a) if summary is None else summary
-        self.merge(sm)
+        self.merge(summarize(a) if summary is None else summary)
         if kind is not None:
             self._saturation(a.reshape(a.shape[0], -1) if (a.ndim and kind != "softmax") else a, kind)
 
     def merge(self, sm):
-        n, mean, m2, amax, zeros, nan, inf, rows, width = sm
-        self.width = width
-        self.nan += nan
-        self.inf += inf
-        if n == 0:
-            return
-        self._merge_moments(n, mean, m2)
-        self.amax = max(self.amax, amax)
-        self.zeros += zeros
-        if rows[0]:
-            self._merge_rows(*rows)
+        """Queue one :func:`summarize` result (merged on the next read)."""
+        p = self._pend
+        p.append(sm)
+        if len(p) >= 64:
+            self._fold()
+
+    def _fold(self):
+        pend, self._pend = self._pend, []
+        for n, mean, m2, amax, zeros, nan, inf, rows, width in pend:
+            self._width = width
+            self._nan += nan
+            self._inf += inf
+            if n == 0:
+                continue
+            self._merge_moments(n, mean, m2)
+            if amax > self._amax:
+                self._amax = amax
+            self._zeros += zeros
+            if rows[0]:
+                self._merge_rows(*rows)
 
     def update_param(self, a):
-        """Cheaper statistics for a parameter or its gradient (one array per step): mean,
-        second moment and max |x| (BLAS dot for the sum of squares); no rows, no zeros."""
+        """Statistics for a parameter or its gradient (one array per step): mean, second
+        moment and max |x|; no rows, no zeros."""
         self.calls += 1
         self.shape = a.shape
         if a.size == 0:
             return
-        flat, s1, s2 = _sums(a)
-        if not (math.isfinite(s1) and math.isfinite(s2)):
-            fin = np.isfinite(flat)
-            n_nan = int(np.isnan(flat).sum())
-            self.nan += n_nan
-            self.inf += int(flat.size - fin.sum() - n_nan)
-            flat = flat[fin].astype(np.float64)
-            if flat.size == 0:
-                return
-            s1, s2 = float(flat.sum()), float(np.dot(flat, flat))
-        n = flat.size
+        if self._pend:
+            self._fold()
+        st = _stats2d(a)
+        if st is not None:
+            s1, s2, amax, n = st[0], st[1], st[3], a.size
+        else:
+            flat, s1, s2 = _sums(a)
+            if not (math.isfinite(s1) and math.isfinite(s2)):
+                fin = np.isfinite(flat)
+                n_nan = int(np.isnan(flat).sum())
+                self._nan += n_nan
+                self._inf += int(flat.size - fin.sum() - n_nan)
+                flat = flat[fin].astype(np.float64)
+                if flat.size == 0:
+                    return
+                s1, s2 = float(flat.sum()), float(np.dot(flat, flat))
+            n = flat.size
+            amax = float(np.abs(flat).max())
         mean = s1 / n
         self._merge_moments(n, mean, max(s2 - n * mean * mean, 0.0))
-        self.amax = max(self.amax, _absmax(flat))
-        self.width = n
+        self._amax = max(self._amax, amax)
+        self._width = n
 
     def _merge_moments(self, n_b, mean_b, m2_b):
-        n_a = self.n
+        n_a = self._n
         n = n_a + n_b
-        d = mean_b - self.mean
-        self.mean += d * n_b / n
-        self.m2 += m2_b + d * d * n_a * n_b / n
-        self.n = n
+        d = mean_b - self._mean
+        self._mean += d * n_b / n
+        self._m2 += m2_b + d * d * n_a * n_b / n
+        self._n = n
 
     def _merge_rows(self, n_b, mean_b, m2_b):
         """Chan's merge of a batch of per-row second moments (count, mean, M2) into the totals."""
-        n_a = self.rows
+        n_a = self._rows
         n = n_a + n_b
-        d = mean_b - self.rq_mean
-        self.rq_mean += d * n_b / n
-        self.rq_m2 += m2_b + d * d * n_a * n_b / n
-        self.rows = n
+        d = mean_b - self._rq_mean
+        self._rq_mean += d * n_b / n
+        self._rq_m2 += m2_b + d * d * n_a * n_b / n
+        self._rows = n
 
     def _saturation(self, a, kind):
         if kind == "tanh":
@@ -310,8 +358,8 @@ class Record:
         self.cls = type(module).__name__
         self.out = Stats()
         self.grad = Stats()
-        self.inp_mean = 0.0    # pooled input moments (for the local rule), averaged over sampled calls
-        self.inp_q = 0.0
+        self.inp_sum_mean = 0.0    # input moments (for the local rule), summed over sampled calls
+        self.inp_sum_q = 0.0
         self.inp_var_group = 0.0   # variance each normalisation group sees (for norm layers)
         self.inp_n = 0
         self.producer = None   # key of the record whose output was this call's input
@@ -324,20 +372,22 @@ class Record:
         self.grad_hook = None   # the hook that records dL/d(output) (made on first use)
 
     @property
+    def inp_mean(self):
+        """Mean of the module's input, averaged over the sampled calls."""
+        return self.inp_sum_mean / self.inp_n if self.inp_n else 0.0
+
+    @property
+    def inp_q(self):
+        """Second moment of the module's input, averaged over the sampled calls."""
+        return self.inp_sum_q / self.inp_n if self.inp_n else 0.0
+
+    @property
     def inp_moments(self):
         return (self.inp_mean, self.inp_q)
 
 
 _UNSET = object()
-_TENSOR = []
-
-
-def _tensor_class():
-    """varlens.Tensor, imported on first use (this layer's module import stays light)."""
-    if not _TENSOR:
-        from varlens.tensor import Tensor
-        _TENSOR.append(Tensor)
-    return _TENSOR[0]
+_Tensor = None       # varlens.Tensor, bound when the first Lens is made (keeps this import light)
 
 
 def _saturation_kind(module):
@@ -350,7 +400,7 @@ def _saturation_kind(module):
 
 
 def _first_tensor(obj):
-    from varlens.tensor import Tensor
+    Tensor = _Tensor
     if isinstance(obj, Tensor):
         return obj
     if isinstance(obj, (tuple, list)):
@@ -387,6 +437,10 @@ class Lens:
         self._moms = {}            # id(array) -> (array, moments) of inputs no module produced
         if not hasattr(model, "named_modules"):
             raise TypeError(f"Lens: model must be a varlens.nn.Module, got {type(model).__name__}")
+        global _Tensor
+        if _Tensor is None:
+            from varlens.tensor import Tensor
+            _Tensor = Tensor
         self.model, self.every, self.grads, self.weights = model, every, grads, weights
         self.records = {}          # key -> Record, in order of first call
         self.steps_seen = 0
@@ -428,63 +482,67 @@ class Lens:
         return hook
 
     def _record(self, name, module, args, output):
-        Tensor = _tensor_class()
-        k = self._calls.get(name, 0)
-        self._calls[name] = k + 1
+        calls = self._calls
+        k = calls.get(name, 0)
+        calls[name] = k + 1
         key = name if k == 0 else f"{name}#{k}"
         rec = self.records.get(key)
         if rec is None:
             rec = self.records[key] = Record(key, name, module, self._order)
             self._order += 1
-        out = _first_tensor(output)
-        inp = args[0] if args and isinstance(args[0], Tensor) else _first_tensor(args)
-        if inp is not None:
+        out = output if type(output) is _Tensor else _first_tensor(output)
+        inp = args[0] if args and type(args[0]) is _Tensor else _first_tensor(args)
+        if out is not None:
+            a = out._data
+            kind = rec.sat_kind
+            if kind is _UNSET:
+                kind = rec.sat_kind = _saturation_kind(module)
+            rec.out.update(a, kind, self._summary(a))
+            rec.rows = a.shape[0] if a.ndim else 1
+        if inp is not None:              # after the output: its summary may be this input's
             self._note_input(rec, module, inp)
         if out is None:
             return
-        a = out._data
-        kind = rec.sat_kind
-        if kind is _UNSET:
-            kind = rec.sat_kind = _saturation_kind(module)
-        rec.out.update(a, kind, self._summary(a))
-        rec.rows = a.shape[0] if a.ndim else 1
         self._produced[id(a)] = (a, key)
         if self.grads and out._rg:
             h = rec.grad_hook
             if h is None:
                 h = rec.grad_hook = self._grad_hook(rec)
-            out.register_hook(h)
+            node = out._node
+            if node is not None:          # what Tensor.register_hook does, without the handle
+                if node.hooks is None:
+                    node.hooks = [h]
+                else:
+                    node.hooks.append(h)
+            else:
+                out.register_hook(h)
 
     def _note_input(self, rec, module, inp):
         a = inp._data
-        prev = self._produced.get(id(a))
+        ida = id(a)
+        prev = self._produced.get(ida)
         if prev is not None and prev[0] is a and prev[1] != rec.key:
             if rec.producer is None:
                 rec.producer = prev[1]
             prod = self.records[prev[1]]
             if rec.key not in prod.consumers and not self._is_ancestor(rec, prod):
                 prod.consumers.append(rec.key)
-            # reuse the producer's statistics of this very array (no second pass)
-            m, q, n = prod.out.mean, prod.out.second_moment, 1
-        else:
-            hit = self._summ.get(id(a))
-            if hit is not None and hit[0] is a:
-                sm = hit[1]
-                if sm[0] == 0:
-                    return
-                m, q = sm[1], sm[2] / sm[0] + sm[1] * sm[1]
-            else:  # data or a tensor made outside any module: its mean and second moment suffice
-                mo = self._memo(self._moms, a, moments)  # (the model and its first layer share it)
-                if mo is None:
-                    return
-                m, q = mo[1], mo[2]
-            n = 1
+        hit = self._summ.get(ida)
+        if hit is not None and hit[0] is a:   # summarised already (a module's output): reuse it
+            sm = hit[1]
+            if sm[0] == 0:
+                return
+            m, q = sm[1], sm[2] / sm[0] + sm[1] * sm[1]
+        else:  # data or a tensor made outside any module: its mean and second moment suffice
+            mo = self._memo(self._moms, a, moments)  # (the model and its first layer share it)
+            if mo is None:
+                return
+            m, q = mo[1], mo[2]
         if rec.type in NORM_LIKE:
             rec.inp_var_group = self._group_var(module, a)
-        n_old = rec.inp_n
-        rec.inp_mean = (rec.inp_mean * n_old + m * n) / (n_old + n)
-        rec.inp_q = (rec.inp_q * n_old + q * n) / (n_old + n)
-        rec.inp_n = n_old + n
+        rec.inp_sum_mean += m
+        rec.inp_sum_q += q
+        rec.inp_n += 1
 
     @staticmethod
     def _is_ancestor(rec, prod):
@@ -555,7 +613,7 @@ class Lens:
                 if w is None or not hasattr(w, "_data"):
                     continue
                 rec.weight.update_param(w._data)
-                rec.fan_in = int(np.prod(w.shape[1:])) if w.ndim > 1 else None
+                rec.fan_in = math.prod(w.shape[1:]) if w.ndim > 1 else None
                 if w.grad is not None:
                     rec.weight_grad.update_param(w.grad._data)
         if self._active:

@@ -1,0 +1,108 @@
+"""The lens's one-pass statistics kernel (numba) against NumPy's passes and float64 references."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+from varlens.lens import kernels as K
+from varlens.lens import probes as P
+
+
+def _ref(x):
+    """float64 reference: (sum, sum of squares, sum of squared row sums of squares, max|x|, zeros)."""
+    r = x.astype(np.float64).reshape(x.shape[0], -1)
+    rq = (r * r).sum(1)
+    return r.sum(), (r * r).sum(), (rq * rq).sum(), np.abs(r).max(), int((r == 0).sum())
+
+
+def _arrays():
+    g = np.random.default_rng(0)
+    for dt in (np.float32, np.float64):
+        for shape in ((1, 1), (7, 3), (128, 512), (5, 1000), (3, 17)):
+            x = g.standard_normal(shape).astype(dt)
+            yield x
+            r = np.maximum(x, 0)                     # half exact zeros
+            yield r
+            z = x.copy()
+            z.reshape(-1)[::3] = -0.0                # negative zeros count as zeros
+            yield z
+        yield (g.standard_normal((64, 33)) * 1e-40).astype(dt)   # float32 subnormals
+        yield np.full((4, 4), -2.5, dt)
+        yield np.zeros((3, 5), dt)
+
+
+def test_numba_is_installed_so_the_benchmarked_path_is_the_tested_one():
+    assert K.compiled()
+
+
+@pytest.mark.parametrize("impl", ["kernel", "numpy"])
+def test_row_stats_match_a_float64_reference(impl):
+    f = K.row_stats if impl == "kernel" else K.row_stats_numpy
+    for x in _arrays():
+        got = f(x)
+        s, s2, ss, amax, zeros = _ref(x)
+        exact = x.dtype == np.float64 or impl == "kernel"    # the kernel accumulates in float64
+        tol = 1e-12 if exact else 1e-5
+        # NumPy's float32 squares underflow below about 1e-19 (the kernel's float64 ones do not)
+        floor = 1e-300 if exact else x.size * float(np.finfo(np.float32).tiny)
+        scale = np.abs(x.astype(np.float64)).sum() + 1e-300
+        assert abs(got[0] - s) <= tol * scale + 1e-300, (x.shape, x.dtype)
+        assert got[1] == pytest.approx(s2, rel=tol, abs=floor)
+        assert got[2] == pytest.approx(ss, rel=2 * tol, abs=floor * floor)
+        assert got[3] == amax                           # exact: it is one of the values
+        assert got[4] == zeros
+
+
+@pytest.mark.parametrize("impl", ["kernel", "numpy"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_row_stats_refuse_nan_and_inf(impl, bad):
+    f = K.row_stats if impl == "kernel" else K.row_stats_numpy
+    for dt in (np.float32, np.float64):
+        x = np.ones((6, 9), dt)
+        x[4, 7] = bad
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert f(x) is None
+
+
+def test_summaries_agree_between_kernel_and_numpy_and_general_paths(monkeypatch):
+    for x in _arrays():
+        a = P.summarize(x)
+        monkeypatch.setattr(K, "_kernels", False)        # the NumPy fallback
+        b = P.summarize(x)
+        monkeypatch.undo()
+        c = P._summarize_general(x.reshape(x.shape[0], -1))   # the slow path, by other formulas
+        # NumPy's float32 squares underflow below about 1e-19 (the kernel's float64 ones do not)
+        floor = x.size * float(np.finfo(x.dtype).tiny)
+        for u in (b, c):
+            assert u[0] == a[0] and u[4] == a[4] and u[3] == a[3] and u[8] == a[8]
+            assert u[1] == pytest.approx(a[1], rel=1e-5, abs=1e-12 * (abs(a[3]) + 1e-300))
+            assert u[2] == pytest.approx(a[2], rel=1e-5, abs=floor)
+            assert u[7][0] == a[7][0] and u[7][1] == pytest.approx(a[7][1], rel=1e-5, abs=floor)
+            assert u[7][2] == pytest.approx(a[7][2], rel=1e-3, abs=1e-9 * a[7][1] ** 2 + floor * floor)
+
+
+def test_huge_float64_values_overflowing_the_squares_take_the_general_path_without_warnings():
+    x = np.full((3, 4), 1e200)
+    x[0, 0] = -3e200
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sm = P.summarize(x)
+    assert sm[0] == 12 and sm[3] == 3e200 and math.isinf(sm[2])   # the variance overflows, reported as such
+
+
+def test_weight_statistics_and_input_moments_use_the_same_kernel(monkeypatch):
+    g = np.random.default_rng(1)
+    w = g.standard_normal((64, 300)).astype(np.float32)
+    s = P.Stats()
+    s.update_param(w)
+    w64 = w.astype(np.float64)
+    assert s.mean == pytest.approx(w64.mean(), rel=1e-9, abs=1e-12)
+    assert s.second_moment == pytest.approx((w64 ** 2).mean(), rel=1e-9)
+    assert s.amax == np.abs(w).max()
+    n, m, q = P.moments(w)
+    assert (n, m, q) == (w.size, pytest.approx(w64.mean(), abs=1e-12), pytest.approx((w64 ** 2).mean(), rel=1e-9))
+    w[3, 3] = np.nan
+    s.update_param(w)
+    assert s.nan == 1 and P.moments(w) is None

@@ -86,7 +86,7 @@ def test_map_dataset_with_collate_fn_and_batch_size_none():
     assert xs == [[0, 1, 2, 3], [4, 5]]
     dl = DataLoader(Squares(), batch_size=2, collate_fn=lambda b: sum(v for _, v in b))
     assert list(dl) == [1, 13, 41]
-    assert list(DataLoader(Squares(), batch_size=None))[2] == (2.0, 4)
+    assert list(DataLoader(Squares(), batch_size=None))[2] == [2.0, 4]   # default_convert: tuple -> list, as torch
 
 
 def test_samplers_and_batch_sampler():

@@ -235,9 +235,9 @@ def test_sequential_modulelist_moduledict():
         s[5]
 
 
-def test_repr_tree_with_parameter_counts():
+def test_summary_tree_with_parameter_counts():
     s = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Sequential(nn.Linear(3, 2)))
-    r = repr(s)
+    r = s.summary()
     assert r == ("Sequential(  # 23 params\n"
                  "  (0): Linear(in_features=4, out_features=3, bias=True)  # 15 params\n"
                  "  (1): ReLU()\n"

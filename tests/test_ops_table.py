@@ -398,7 +398,7 @@ def test_gradcheck(name):
         ts = _vl_inputs(arrays)
         if not any(t.requires_grad for t in ts):
             return
-        rep = vl.autograd.gradcheck(lambda *xs: op.vfn(*xs, **kw), ts, raise_exception=False)
+        rep = vl.autograd.gradcheck(lambda *xs: op.vfn(*xs, **kw), ts, raise_exception=False, return_report=True)
         assert rep.ok, f"{name} {case}: {rep}"
     run()
 
@@ -447,6 +447,6 @@ def test_gradgradcheck(name):
         ts = _vl_inputs(arrays)
         if not any(t.requires_grad for t in ts):
             return
-        rep = vl.autograd.gradgradcheck(lambda *xs: op.vfn(*xs, **kw), ts, raise_exception=False)
+        rep = vl.autograd.gradgradcheck(lambda *xs: op.vfn(*xs, **kw), ts, raise_exception=False, return_report=True)
         assert rep.ok, f"{name} {case}: {rep}"
     run()

@@ -20,14 +20,29 @@ from varlens.random import Generator, get_rng_state, initial_seed, manual_seed, 
 from varlens import autograd
 from varlens import cuda  # noqa: F401  (cuda.is_available() is False)
 import varlens.linalg as linalg  # noqa: E402  (torch.linalg; replaces the ops.linalg name star-imported above)
+import varlens.special as special  # noqa: E402  (torch.special: varlens/special.py)
+from varlens.ops.surface import OVERRIDES as _OVERRIDES, torch_inplace_functions as _tif  # noqa: E402
+globals().update(_OVERRIDES)  # torch.index_put(input, indices, values, accumulate), movedim with sequences
+globals().update({k: v for k, v in _tif().items() if k not in globals()})  # torch.abs_(x), torch.exp_(x), ...
+from varlens.ops import decomp as _decomp  # noqa: E402  (torch.cholesky, torch.svd, ... + Tensor methods)
+globals().update({_k: _v for _k, _v in _decomp.install().items() if _k not in globals()})
 import math as _math
 import numpy as _np
 
 inf, nan, pi, e = _math.inf, _math.nan, _math.pi, _math.e
-finfo, iinfo = _np.finfo, _np.iinfo
+from varlens.tensor import finfo, iinfo, get_printoptions, set_printoptions  # noqa: E402,F401
 from varlens.serialization import load, save  # noqa: F401  (safe torch.save/torch.load)
 from varlens.autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from varlens import nn  # noqa: E402  (varlens.nn.Linear, as torch.nn)
+import varlens.nn.functional as _F  # noqa: E402
+# torch.NAME for functional ops whose torch.* signature is the same as torch.nn.functional's
+for _n in ("cosine_similarity", "pairwise_distance", "pdist", "rms_norm", "layer_norm", "group_norm", "conv1d",
+           "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "max_pool1d",
+           "max_pool2d", "max_pool3d", "avg_pool1d", "adaptive_avg_pool1d", "pixel_shuffle", "pixel_unshuffle",
+           "channel_shuffle", "selu", "celu", "prelu", "rrelu", "threshold", "hardshrink", "bilinear"):
+    if hasattr(_F, _n) and _n not in globals():
+        globals()[_n] = getattr(_F, _n)
+del _n
 from varlens import optim  # noqa: E402  (varlens.optim.AdamW, as torch.optim)
 import varlens.utils.data  # noqa: E402,F401  (varlens.utils.data.DataLoader)
 
@@ -50,7 +65,28 @@ _LAZY = ("datasets", "train", "lens", "theory", "models", "info", "stats", "text
 
 def __getattr__(name):
     """Import the heavier subpackages (varlens.datasets, varlens.lens, ...) on first use."""
+    if name == "bfloat16":
+        raise AttributeError("varlens has no bfloat16: NumPy has no bfloat16 dtype (use varlens.float32, "
+                             "or varlens.float16 for half precision)")
     if name in _LAZY:
         import importlib
         return importlib.import_module(f"varlens.{name}")
     raise AttributeError(f"module 'varlens' has no attribute {name!r}")
+
+
+# ---- PyTorch API compatibility (docs/conventions.md, "PyTorch API compatibility")
+from varlens import backends, amp  # noqa: E402,F401  (torch.backends.cudnn..., torch.amp: pass-throughs)
+from varlens.amp import autocast  # noqa: E402,F401
+from varlens.autograd import is_inference_mode_enabled  # noqa: E402,F401
+from varlens.creation import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa: E402,F401
+                              HalfTensor, IntTensor, LongTensor, ShortTensor)
+
+
+def dropout(input, p, train):  # noqa: A002
+    """torch.dropout(input, p, train): nn.functional.dropout with torch's positional names."""
+    return _F.dropout(input, p, train)
+
+
+from varlens import _torch_args  # noqa: E402
+
+_torch_args.install(globals(), Tensor)  # axis=/keepdims=/size=/shape=/input=/other=... keyword aliases

@@ -53,9 +53,15 @@ def full_like(x, fill_value, dtype=None, requires_grad=False):
     return _finish(xp.full(x.shape, fill_value, dtype=B.to_dtype(dtype) or x.dtype), requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None):
+def arange(start=0, end=None, step=1, dtype=None, requires_grad=False, device=None):
     if end is None:
         start, end = 0, start
+    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
+    if step == 0:
+        raise RuntimeError("arange: step must be nonzero (got step=0)")
+    if (end - start) * step < 0:
+        raise RuntimeError(f"arange: upper bound and larger bound inconsistent with step sign "
+                           f"(start={start}, end={end}, step={step})")
     if dtype is None:
         ints = all(isinstance(v, int) for v in (start, end, step))
         dtype = B.int64 if ints else B.get_default_dtype()
@@ -80,11 +86,19 @@ def rand(*size, generator=None, dtype=None, requires_grad=False, device=None):
     return _finish(g.random(_size(size)).astype(_float_dtype(dtype)), requires_grad)
 
 
-def randint(low, high=None, size=None, generator=None, dtype=None, device=None):
+def randint(low=0, high=None, size=None, generator=None, dtype=None, device=None, requires_grad=False):
+    """Integers drawn uniformly from [low, high): randint(low, high, size) or randint(high, size)."""
+    if size is None and isinstance(high, (tuple, list)):
+        low, high, size = 0, low, high          # torch.randint(high, size)
     if high is None:
         low, high = 0, low
     if size is None:
-        raise TypeError("randint: size must be given, e.g. randint(0, 10, (3,))")
+        raise TypeError("randint: size must be given, e.g. randint(0, 10, (3,)) or randint(10, (3,))")
+    low, high = (int(v.item()) if isinstance(v, Tensor) else v for v in (low, high))
+    if not low < high:
+        raise RuntimeError(f"randint: expects 'low' to be less than 'high', but got low={low} >= high={high}")
+    if requires_grad:
+        raise RuntimeError("randint: only floating-point tensors can require gradients (randint makes integers)")
     g = _gen(generator)
     return _finish(g.integers(low, high, _size((size,))).astype(B.to_dtype(dtype) or B.int64), False)
 
@@ -101,8 +115,37 @@ def rand_like(x, generator=None, dtype=None, requires_grad=False):
     return rand(*x.shape, generator=generator, dtype=dtype or x.dtype, requires_grad=requires_grad)
 
 
-def normal(mean, std, size, generator=None, dtype=None, requires_grad=False):
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, requires_grad=False, out=None,
+           device=None):
+    """Samples from N(mean, std^2), as torch.normal: mean and std may be numbers or tensors (the result
+    takes their broadcast shape and the tensor's dtype); with two numbers, ``size`` is required."""
+    if out is not None:
+        raise TypeError("normal: out= is not supported in varlens")
     g = _gen(generator)
+    mt, st = isinstance(mean, Tensor), isinstance(std, Tensor)
+    if mt or st:
+        if size is not None:
+            raise TypeError("normal: size= is only accepted when mean and std are both numbers")
+        m = mean._data if mt else mean
+        s = std._data if st else std
+        if bool((xp.asarray(s) < 0).any()):
+            bad = float(xp.asarray(s).min())
+            raise RuntimeError(f"normal expects std >= 0.0, but found std {bad:g}")
+        for name, v in (("mean", mean), ("std", std)):
+            if isinstance(v, Tensor) and v.dtype.kind != "f":
+                raise RuntimeError(f"normal: {name} must be a floating-point tensor, got dtype {v.dtype}")
+        try:
+            shape = xp.broadcast_shapes(xp.shape(m), xp.shape(s))
+        except ValueError:
+            raise RuntimeError(f"normal: mean of shape {tuple(xp.shape(m))} and std of shape "
+                               f"{tuple(xp.shape(s))} do not broadcast") from None
+        dt = B.to_dtype(dtype) or (mean.dtype if mt else std.dtype)
+        arr = (g.normal(0.0, 1.0, shape) * s + m).astype(dt)
+        return _finish(arr, requires_grad)
+    if size is None:
+        raise TypeError("normal: size must be given when mean and std are numbers, e.g. normal(0., 1., size=(3,))")
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
     return _finish(g.normal(mean, std, _size((size,))).astype(_float_dtype(dtype)), requires_grad)
 
 
@@ -162,3 +205,43 @@ def as_tensor(data, dtype=None):
     if isinstance(data, Tensor) and (dtype is None or B.to_dtype(dtype) == data.dtype):
         return data
     return Tensor._make(B.as_array(data, dtype))
+
+
+class _LegacyType(type):
+    """Metaclass of the legacy constructors (torch.FloatTensor, ...): calling one builds a
+    tensor of that dtype from data or sizes; isinstance(t, FloatTensor) checks the dtype."""
+
+    def __call__(cls, *args, **kwargs):
+        if kwargs.pop("device", None) not in (None, "cpu"):
+            raise RuntimeError(f"{cls.__name__}: only the CPU device is available")
+        if kwargs:
+            raise TypeError(f"{cls.__name__}: unexpected keyword arguments {sorted(kwargs)}")
+        dt = B.to_dtype(cls._dtype)
+        if not args:
+            return Tensor._make(xp.zeros((0,), dtype=dt))
+        if all(isinstance(a, int) and not isinstance(a, bool) for a in args) or (
+                len(args) == 1 and type(args[0]).__name__ == "Size"):
+            return Tensor._make(xp.zeros(_size(args), dtype=dt))  # torch leaves them uninitialised
+        if len(args) != 1:
+            raise TypeError(f"{cls.__name__}: expected a sequence of numbers or integer sizes, got {args!r}")
+        from varlens.tensor import tensor
+        return tensor(args[0], dtype=dt)
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and obj.dtype == B.to_dtype(cls._dtype)
+
+
+def _legacy(name, dtype):
+    return _LegacyType(name, (), {"_dtype": dtype, "__doc__": f"Legacy constructor: {name}(data) or "
+                                  f"{name}(*sizes) makes a {dtype} tensor (as torch.{name})."})
+
+
+FloatTensor = _legacy("FloatTensor", "float32")
+DoubleTensor = _legacy("DoubleTensor", "float64")
+HalfTensor = _legacy("HalfTensor", "float16")
+LongTensor = _legacy("LongTensor", "int64")
+IntTensor = _legacy("IntTensor", "int32")
+ShortTensor = _legacy("ShortTensor", "int16")
+CharTensor = _legacy("CharTensor", "int8")
+ByteTensor = _legacy("ByteTensor", "uint8")
+BoolTensor = _legacy("BoolTensor", "bool")

@@ -27,12 +27,17 @@ class Tensor:
     """
 
     __slots__ = ("_data", "grad", "_rg", "_node", "_version", "hooks_", "__weakref__", "__dict__")
-    __array_ufunc__ = None      # NumPy defers to our reflected operators (ndarray * Tensor)
+    # NumPy: ``ndarray + Tensor`` defers to our reflected operators because of the high
+    # __array_priority__ (NumPy's legacy binop rule); ufuncs (np.exp(t)) read the array
+    # through __array__ and __array_wrap__ gives a Tensor back, as with torch.
     __array_priority__ = 1000
 
-    def __init__(self, data=None, *, dtype=None, requires_grad=False):
+    def __init__(self, data=None, *sizes, dtype=None, requires_grad=False):
         if data is None:
             data = []
+        if sizes or (isinstance(data, (builtins.int, _np.integer)) and not isinstance(data, builtins.bool)):
+            # torch.Tensor(2, 3): an (uninitialised in torch, zero here) tensor of that size
+            data = xp.zeros(_size((data,) + sizes), dtype=B.to_dtype(dtype) or B.get_default_dtype())
         if isinstance(data, Tensor):
             data = data._data
         arr = B.as_array(data, dtype)
@@ -149,9 +154,15 @@ class Tensor:
 
     def item(self):
         if self._data.size != 1:
-            raise ValueError(f"item(): only one-element tensors can be converted to a Python scalar, "
-                             f"this one has {self._data.size} elements (shape {tuple(self.shape)})")
+            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar "
+                               f"(item() needs exactly one element; shape {tuple(self.shape)})")
         return self._data.reshape(()).item()
+
+    def __format__(self, spec):
+        """A 0-d tensor formats as its Python number (f"{loss:.4f}"), as in torch; others as str()."""
+        if self._data.ndim == 0:
+            return self._data.item().__format__(spec)
+        return object.__format__(self, spec)
 
     def tolist(self):
         return self._data.tolist()
@@ -186,23 +197,40 @@ class Tensor:
     __hash__ = object.__hash__  # identity (C-level: tensors key optimiser state and hook tables)
 
     def __array__(self, dtype=None, copy=None):
-        return self._data if dtype is None else self._data.astype(dtype)
+        if self._rg:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+        a = self._data if dtype is None else self._data.astype(dtype)
+        return a.copy() if copy else a
+
+    def __array_wrap__(self, arr, context=None, return_scalar=False):
+        return Tensor._make(_np.asarray(arr))
 
     def __repr__(self):
         d = self._data
-        if d.size == 0:
-            body = f"[], size={tuple(d.shape)}"
-        else:
-            body = _np.array2string(d, separator=", ", precision=4, prefix="tensor(",
-                                    threshold=1000, edgeitems=3)
         extras = []
+        if d.size == 0:
+            body = "[]"
+            if d.shape != (0,):
+                extras.append(f"size={tuple(d.shape)}")
+        else:
+            body = _tensor_body(d, _PRINT)
         if d.dtype not in (B.get_default_dtype(), B.int64, B.bool_):
             extras.append(f"dtype=varlens.{d.dtype}")
         if self._node is not None:
-            extras.append(f"grad_fn=<{type(self._node).__name__}Backward>")
+            extras.append(f"grad_fn=<{type(self._node).__name__}Backward0>")
         elif self._rg:
             extras.append("requires_grad=True")
-        return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+        out = "tensor(" + body
+        last = len(out) - out.rfind("\n") + 1 if "\n" in out else len(out) + 1
+        for e in extras:  # a suffix that would overflow the line goes on its own line (as torch)
+            if last + len(e) + 2 > _PRINT["linewidth"]:
+                out += ",\n       " + e
+                last = 7 + len(e)
+            else:
+                out += ", " + e
+                last += len(e) + 2
+        return out + ")"
 
     __str__ = __repr__
 
@@ -261,14 +289,15 @@ class Tensor:
         ``buf += w``) is updated by recording the out-of-place op and re-pointing
         this tensor at the result; a leaf that requires grad is refused.
         """
+        if "_view_of" in self.__dict__:
+            _refresh(self, (self._rg or other_rg) and _enabled[0])
         if (self._rg or other_rg) and _enabled[0]:
             if self._rg and self._node is None:
                 raise RuntimeError(
                     "a leaf tensor that requires grad is being used in an in-place operation; "
                     "wrap the update in varlens.no_grad() (as optimisers do) or clone() it first")
             res = result_fn()
-            self._data, self._node = res._data, res._node
-            self._rg = res._rg
+            _commit(self, res)
             return self
         array_fn(self._data)
         self._version[0] += 1
@@ -415,6 +444,44 @@ class Tensor:
         g = _gen(generator)
         return self._random_(lambda s: g.random(s) < p)
 
+    def apply_(self, callable):  # noqa: A002
+        """Replace every element x by callable(x) (Python numbers in and out), in place; as
+        torch, slow and outside autograd."""
+        if self._rg and _enabled[0]:
+            raise RuntimeError("apply_(): can't be used on a tensor that requires grad (it is not recorded "
+                               "for autograd); use it under varlens.no_grad() or on a detached tensor")
+        def f(a):
+            flat = [callable(v) for v in a.ravel().tolist()]
+            a[...] = _np.asarray(flat, dtype=a.dtype).reshape(a.shape)
+        with _gm.no_grad():
+            return self._inplace(None, f)
+
+    def map_(self, tensor, callable):  # noqa: A002
+        """self[i] = callable(self[i], tensor[i]) for every element (tensor broadcast to self), in place."""
+        if self._rg and _enabled[0]:
+            raise RuntimeError("map_(): can't be used on a tensor that requires grad (it is not recorded "
+                               "for autograd)")
+        o = tensor._data if isinstance(tensor, Tensor) else _np.asarray(tensor)
+        try:
+            o = _np.broadcast_to(o, self._data.shape)
+        except ValueError:
+            raise RuntimeError(f"map_(): the tensor of shape {tuple(o.shape)} cannot be broadcast to "
+                               f"{tuple(self._data.shape)}") from None
+        def f(a):
+            flat = [callable(x, y) for x, y in zip(a.ravel().tolist(), o.ravel().tolist())]
+            a[...] = _np.asarray(flat, dtype=a.dtype).reshape(a.shape)
+        with _gm.no_grad():
+            return self._inplace(None, f)
+
+    def storage_offset(self):
+        """How many elements into the underlying buffer this tensor starts (a slice's offset)."""
+        a = self._data
+        root = a
+        while isinstance(root.base, _np.ndarray):
+            root = root.base
+        off = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+        return builtins.int(off // a.itemsize) if a.itemsize else 0
+
     def multinomial(self, num_samples, replacement=False, *, generator=None):
         """Category indices drawn with these weights (varlens.multinomial)."""
         from varlens.creation import multinomial
@@ -427,7 +494,15 @@ class Tensor:
             return self._inplace(lambda: _ops.index_put(self, key, value), None, True)
 
         def _set(a):
-            a[key] = v
+            try:
+                a[key] = v
+            except ValueError as e:
+                vs = tuple(getattr(v, "shape", ()))
+                if "broadcast" in str(e):
+                    raise RuntimeError(f"setitem: the value of shape {vs} cannot be broadcast to the "
+                                       f"indexed part of shape {tuple(a[key].shape)} of a tensor of shape "
+                                       f"{tuple(a.shape)}") from None
+                raise
         self._inplace(None, _set)
 
     # ------------------------------------------------------------------ dtype / device
@@ -472,8 +547,13 @@ class Tensor:
     def is_floating_point(self):
         return self._data.dtype.kind == "f"
 
-    def contiguous(self):
-        return self
+    def contiguous(self, memory_format=None):
+        if self._data.flags.c_contiguous:
+            return self
+        out = _ops.clone(self)      # Clone copies in C order
+        if not out._data.flags.c_contiguous:
+            out._data = xp.ascontiguousarray(out._data)
+        return out
 
     def is_contiguous(self):
         return bool(self._data.flags.c_contiguous)
@@ -532,7 +612,21 @@ class device:
 
 
 class Size(tuple):
-    """Shape of a tensor: a tuple (as torch.Size)."""
+    """Shape of a tensor: a tuple (as torch.Size).  Slicing it, or adding a tuple, gives a Size."""
+
+    def __getitem__(self, key):
+        r = tuple.__getitem__(self, key)
+        return Size(r) if isinstance(key, slice) else r
+
+    def __add__(self, other):
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return Size(tuple(self) + tuple(other))
+
+    def __radd__(self, other):
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return Size(tuple(other) + tuple(self))
 
     def numel(self):
         n = 1
@@ -613,13 +707,94 @@ def tensor(data, dtype=None, requires_grad=False, device=None):
             dtype = dts.pop() if len(dts) == 1 else None  # a list of float64 tensors stays float64
         arr = B.as_array(_untensor(data), dtype)
     else:
-        arr = B.as_array(data, dtype)
+        try:
+            arr = B.as_array(data, dtype)
+        except ValueError as e:
+            if isinstance(data, (list, tuple)):
+                _check_ragged(data, 0)
+            raise ValueError(f"tensor(): could not convert data of type {type(data).__name__} ({e})") from None
         if arr is data:
             arr = arr.copy()
     t = Tensor._make(arr)
     if requires_grad:
         t.requires_grad_(True)
     return t
+
+
+def _commit(t, res):
+    """Make tensor ``t`` hold the recorded result ``res`` of an in-place op.
+
+    If ``t`` is a basic-slice view (``y[1:]``) of a tensor in the graph, the base is
+    updated as well, as torch's CopySlices does: the base becomes index_put(base, key,
+    res) (recorded, so the gradient of the overwritten part flows through res only) and
+    ``t`` becomes the slice of the new base.  Views of views update the chain upwards.
+    """
+    vo = t.__dict__.get("_view_of")
+    if vo is None:
+        # the tensor now holds a new array: it takes that array's version counter (the old
+        # array, which backward may have saved, is unchanged)
+        t._data, t._node, t._rg, t._version = res._data, res._node, res._rg, res._version
+        return
+    base, kind, arg, _ = vo
+    if base._rg and base._node is None:
+        raise RuntimeError("a view of a leaf tensor that requires grad is being used in an in-place "
+                           "operation; wrap it in varlens.no_grad() or clone() the leaf first")
+    if kind == "index":
+        new_base = _ops.index_put(base, arg, res)
+    elif kind == "reshape":
+        new_base = _ops.reshape(res, tuple(base.shape))
+    else:  # permute: undo the axis order
+        inv = [0] * len(arg)
+        for i, a in enumerate(arg):
+            inv[a] = i
+        new_base = _ops.permute(res, tuple(inv))
+    _commit(base, new_base)
+    _rebind_view(t, base, kind, arg)
+
+
+def _rebind_view(t, base, kind, arg):
+    nv = (_ops.getitem(base, arg) if kind == "index" else
+          _ops.reshape(base, arg) if kind == "reshape" else _ops.permute(base, arg))
+    t._data, t._node, t._rg = nv._data, nv._node, nv._rg
+    t._version = base._version
+    t.__dict__["_view_of"] = (base, kind, arg, base._data) if nv._data.base is not None else None
+
+
+def _refresh(t, record):
+    """A view whose base was replaced by a recorded in-place op (the base re-pointed at a new
+    array) is re-derived from the base before it is changed in place, so the change starts
+    from the base's current values (as torch's shared storage would)."""
+    vo = t.__dict__.get("_view_of")
+    if vo is None:
+        return
+    base, kind, arg, arr = vo
+    _refresh(base, record)
+    if base._data is arr:
+        return
+    if record:
+        _rebind_view(t, base, kind, arg)
+    else:   # outside autograd: only the array, so the NumPy write reaches the base
+        b = base._data
+        t._data = b[arg] if kind == "index" else b.reshape(arg) if kind == "reshape" else b.transpose(arg)
+        t._version = base._version
+        t.__dict__["_view_of"] = (base, kind, arg, b)
+
+
+def _check_ragged(seq, dim):
+    """Raise torch's error for nested lists whose rows differ in length (``[[1, 2], [3]]``)."""
+    lens = [len(x) if isinstance(x, (list, tuple)) else None for x in seq]
+    if not seq:
+        return
+    first = lens[0]
+    for x, n in zip(seq, lens):
+        if n != first:
+            raise ValueError(f"tensor(): expected sequence of length {first} at dim {dim + 1} (got {n}); "
+                             "nested lists must be rectangular" if first is not None and n is not None else
+                             f"tensor(): nested lists must be rectangular: at dim {dim + 1} some entries are "
+                             "sequences and some are numbers")
+    if first is not None:
+        for x in seq:
+            _check_ragged(x, dim + 1)
 
 
 def _untensor(x):
@@ -644,3 +819,146 @@ _function.Tensor = Tensor
 _engine.Tensor = Tensor
 
 from varlens import ops as _ops  # noqa: E402  (ops import Tensor from here; methods call ops)
+
+
+_PRINT_DEFAULT = {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth": 80, "sci_mode": None}
+_PRINT = dict(_PRINT_DEFAULT)
+
+
+def _tensor_body(d, po):
+    """The bracketed numbers of a tensor repr, laid out as torch does: one width for every
+    entry, as many entries per line as fit in ``linewidth``, the middle elided with '...'
+    when there are more than ``threshold`` elements."""
+    summarize = d.size > po["threshold"]
+    e = po["edgeitems"]
+    if d.dtype.kind == "f":
+        fmt = _float_formatter(d, po)
+    else:
+        a = d
+        if summarize and a.ndim:
+            idx = [_np.r_[0:e, n - e:n] if n > 2 * e else _np.arange(n) for n in a.shape]
+            a = a[_np.ix_(*idx)]
+        w = max((len(str(v)) for v in a.ravel().tolist()), default=1)
+
+        def fmt(x):
+            return str(x).rjust(w)
+        fmt.width = w
+    width = fmt.width
+
+    def vec(v, indent):
+        per_line = max(1, (po["linewidth"] - indent) // (width + 2))
+        n = v.shape[0]
+        if summarize and n > 2 * e:
+            items = [fmt(x) for x in v[:e].tolist()] + [" ..."] + [fmt(x) for x in v[n - e:].tolist()]
+        else:
+            items = [fmt(x) for x in v.tolist()]
+        lines = [", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
+        return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
+
+    def rec(a, indent):
+        if a.ndim == 0:
+            return fmt(a.item())
+        if a.ndim == 1:
+            return vec(a, indent)
+        n = a.shape[0]
+        if summarize and n > 2 * e:
+            parts = [rec(a[i], indent + 1) for i in range(e)] + ["..."] + \
+                    [rec(a[i], indent + 1) for i in range(n - e, n)]
+        else:
+            parts = [rec(a[i], indent + 1) for i in range(n)]
+        return "[" + ("," + "\n" * (a.ndim - 1) + " " * (indent + 1)).join(parts) + "]"
+    return rec(d, 7)
+
+
+def _float_formatter(d, po):
+    """Number formatting of float tensors as torch prints them: one width for all entries;
+    whole numbers as '2.'; otherwise ``precision`` decimals ('0.2500'), or scientific
+    notation when the non-zero magnitudes span more than 1e3, exceed 1e8 or go below 1e-4."""
+    p, e = po["precision"], po["edgeitems"]
+    a = d
+    if a.size > po["threshold"] and a.ndim:  # only the printed corners decide the layout
+        idx = [_np.r_[0:e, n - e:n] if n > 2 * e else _np.arange(n) for n in a.shape]
+        a = a[_np.ix_(*idx)]
+    v = a[_np.isfinite(a) & (a != 0)].astype(_np.float64).ravel()
+    int_mode, sci, width = True, False, 1
+    if v.size:
+        av = _np.abs(v)
+        lo, hi = float(av.min()), float(av.max())
+        int_mode = bool((v == _np.ceil(v)).all())
+        sci = hi / lo > 1000.0 or hi > 1.0e8 or (not int_mode and lo < 1.0e-4)
+        if po["sci_mode"] is not None:
+            sci = bool(po["sci_mode"])
+        if sci:
+            width = max(len(f"{x:.{p}e}") for x in v.tolist())
+        elif int_mode:
+            width = max(len(f"{x:.0f}") + 1 for x in v.tolist())
+        else:
+            width = max(len(f"{x:.{p}f}") for x in v.tolist())
+    elif po["sci_mode"] is not None:
+        sci = bool(po["sci_mode"])
+
+    def fmt(x):
+        x = float(x)
+        if sci:
+            r = f"{x:.{p}e}"
+        elif int_mode:
+            r = f"{x:.0f}" + ("." if _np.isfinite(x) else "")
+        else:
+            r = f"{x:.{p}f}"
+        return r.rjust(width)
+    fmt.width = width
+    return fmt
+
+
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None,
+                     sci_mode=None):
+    """torch.set_printoptions: digits, summarisation threshold, edge items and line width of
+    tensor reprs.  profile is 'default', 'short' (2 digits) or 'full' (no summarising).
+    The numbers are laid out by NumPy, so the spacing can differ from torch's."""
+    if profile is not None:
+        if profile not in ("default", "short", "full"):
+            raise ValueError(f"set_printoptions: profile must be 'default', 'short' or 'full', got {profile!r}")
+        _PRINT.update(_PRINT_DEFAULT)
+        if profile == "short":
+            _PRINT.update(precision=2, threshold=1000, edgeitems=2)
+        elif profile == "full":
+            _PRINT.update(threshold=_np.iinfo(_np.int64).max)
+    for k, v in (("precision", precision), ("threshold", threshold), ("edgeitems", edgeitems),
+                 ("linewidth", linewidth)):
+        if v is not None:
+            if not isinstance(v, (builtins.int, _np.integer)) or v < 0:
+                raise ValueError(f"set_printoptions: {k} must be a non-negative int, got {v!r}")
+            _PRINT[k] = builtins.int(v)
+    _PRINT["sci_mode"] = sci_mode
+
+
+def get_printoptions():
+    return dict(_PRINT)
+
+
+class finfo:
+    """Machine limits of a floating dtype (torch.finfo), with fields as Python floats."""
+
+    def __init__(self, type=None):  # noqa: A002
+        fi = _np.finfo(B.to_dtype(type) or B.get_default_dtype())
+        self.bits = builtins.int(fi.bits)
+        self.eps, self.max, self.min = builtins.float(fi.eps), builtins.float(fi.max), builtins.float(fi.min)
+        self.tiny = self.smallest_normal = builtins.float(fi.smallest_normal)
+        self.resolution = 10.0 ** -builtins.int(fi.precision)
+        self.dtype = str(fi.dtype)
+
+    def __repr__(self):
+        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, eps={self.eps:g}, "
+                f"smallest_normal={self.tiny:g}, tiny={self.tiny:g}, dtype={self.dtype})")
+
+
+class iinfo:
+    """Limits of an integer dtype (torch.iinfo), with fields as Python ints."""
+
+    def __init__(self, type):  # noqa: A002
+        ii = _np.iinfo(B.to_dtype(type))
+        self.bits, self.min, self.max = builtins.int(ii.bits), builtins.int(ii.min), builtins.int(ii.max)
+        self.dtype = str(ii.dtype)
+
+    def __repr__(self):
+        return f"iinfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})"

@@ -6,6 +6,28 @@ from varlens.autograd.grad_mode import (detect_anomaly, enable_grad, inference_m
                                         is_anomaly_enabled, is_grad_enabled, no_grad,
                                         set_detect_anomaly, set_grad_enabled)
 
-__all__ = ["Function", "backward", "grad", "gradcheck", "gradgradcheck", "GradcheckReport",
+from varlens.autograd.grad_mode import is_inference_mode_enabled  # noqa: E402
+from varlens.autograd import functional  # noqa: E402,F401  (jacobian, hessian, vjp, jvp, hvp, vhp)
+
+
+class _VariableMeta(type):
+    def __call__(cls, data=None, requires_grad=False, volatile=False):
+        from varlens.tensor import Tensor, tensor
+        t = data.detach() if isinstance(data, Tensor) else tensor([] if data is None else data)
+        if requires_grad:
+            t.requires_grad_(True)
+        return t
+
+    def __instancecheck__(cls, obj):
+        from varlens.tensor import Tensor
+        return isinstance(obj, Tensor)
+
+
+class Variable(metaclass=_VariableMeta):
+    """torch.autograd.Variable (deprecated in torch, still common in old scripts):
+    ``Variable(t, requires_grad=True)`` returns a tensor sharing t's data, outside t's graph."""
+
+
+__all__ = ["Variable", "functional", "is_inference_mode_enabled", "Function", "backward", "grad", "gradcheck", "gradgradcheck", "GradcheckReport",
            "no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
            "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled"]

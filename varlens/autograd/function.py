@@ -287,6 +287,16 @@ class Function:
                     f"{type(self).__name__}: second derivatives are not implemented for this op")
             from varlens.autograd.engine import grad as _grad
             ins = [self._input_tensor(i, a) for i, a in enumerate(self._args)]
+            # each graph input enters the composite through its own copy node, so the gradient
+            # taken there is the partial derivative for that argument only (an input computed
+            # from another input, lstsq(a, 2 * a) say, would otherwise collect both paths)
+            from varlens.ops.elementwise import Clone
+            alias = {}
+            for i, p in enumerate(self.next):
+                if p is not None:
+                    if id(p) not in alias:
+                        alias[id(p)] = Clone.apply(ins[i])
+                    ins[i] = alias[id(p)]
             # one target per distinct graph position: the same tensor passed twice (an LSTM's
             # h0 and c0, say) gets its total gradient once, not once per occurrence
             keys = [(id(p) if p is not None else None) for p in self.next]

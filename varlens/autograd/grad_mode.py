@@ -86,6 +86,23 @@ class inference_mode(no_grad):
     def _fresh(self):
         return inference_mode(not self.mode)
 
+    def __enter__(self):
+        self._prev_inf = _inference[0]
+        _inference[0] = not self.mode
+        super().__enter__()
+
+    def __exit__(self, *exc):
+        _inference[0] = self._prev_inf
+        return super().__exit__(*exc)
+
+
+_inference = [False]
+
+
+def is_inference_mode_enabled() -> bool:
+    """True inside ``inference_mode()`` (torch.is_inference_mode_enabled)."""
+    return _inference[0]
+
 
 class detect_anomaly:
     """Check every op's output (forward) and every gradient (backward) for NaN/Inf.

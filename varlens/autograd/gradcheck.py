@@ -42,13 +42,22 @@ def _scalarize(out, weights):
 
 
 def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, n_directions=4, raise_exception=True,
-              seed=0, check_coordinates=True):
+              seed=0, check_coordinates=True, *, return_report=False, **torch_options):
     """Compare backward's gradients of ``fn(*inputs)`` with central differences in float64.
 
     Inputs that require grad are checked.  Outputs may be any shape: they are
-    reduced with fixed random weights to one scalar.  Returns a GradcheckReport;
-    raises RuntimeError with the report on failure unless raise_exception=False.
+    reduced with fixed random weights to one scalar.  As torch.autograd.gradcheck:
+    returns True on success; on failure raises RuntimeError (with the worst mismatch)
+    or, with raise_exception=False, returns False.  ``return_report=True`` returns the
+    GradcheckReport instead (truthy iff the check passed; ``str()`` gives the details).
+    torch-only options (nondet_tol, check_undefined_grad, fast_mode, ...) are accepted and
+    ignored, except that check_sparse_nnz/check_batched_grad/check_forward_ad=True raise.
     """
+    for k, v in torch_options.items():
+        if k not in _TORCH_OPTIONS:
+            raise TypeError(f"gradcheck() got an unexpected keyword argument {k!r}")
+        if k in ("check_batched_grad", "check_forward_ad", "check_sparse_nnz", "check_batched_forward_grad") and v:
+            raise NotImplementedError(f"gradcheck: {k}=True is not supported by varlens")
     from varlens.autograd.grad_mode import no_grad
     from varlens.tensor import Tensor
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
@@ -115,11 +124,16 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, n_directions=4, raise_
         i, a, nmr = report.details[0]
         raise RuntimeError(f"{report}; e.g. inputs[{i}] along a random direction: analytic {a:.6e} "
                            f"vs numeric {nmr:.6e}")
-    return report
+    return report if return_report else report.ok
 
 
-def gradgradcheck(fn, inputs, eps=1e-6, atol=1e-4, rtol=1e-3, n_directions=3, raise_exception=True,
-                  seed=1):
+_TORCH_OPTIONS = {"nondet_tol", "check_undefined_grad", "check_grad_dtypes", "check_batched_grad",
+                  "check_batched_forward_grad", "check_forward_ad", "check_backward_ad", "fast_mode",
+                  "masked", "check_sparse_nnz"}
+
+
+def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-4, rtol=1e-3, n_directions=3,
+                  raise_exception=True, seed=1, *, return_report=False, **torch_options):
     """Check second derivatives: gradcheck of the map x -> <d fn(x)/dx, w> for fixed random w.
 
     The first gradient is taken with create_graph=True, so this exercises the
@@ -132,6 +146,9 @@ def gradgradcheck(fn, inputs, eps=1e-6, atol=1e-4, rtol=1e-3, n_directions=3, ra
     out0 = fn(*inputs)
     outs = out0 if isinstance(out0, (tuple, list)) else (out0,)
     w_out = [Tensor._make(rng.standard_normal(o.shape)) for o in outs]
+    if grad_outputs is not None:  # torch's fixed output cotangents
+        gos = (grad_outputs,) if isinstance(grad_outputs, Tensor) else tuple(grad_outputs)
+        w_out = [g.detach() if isinstance(g, Tensor) else Tensor._make(np.asarray(g)) for g in gos]
     w_in = [Tensor._make(rng.standard_normal(x.shape)) for x in targets]
 
     def first_grad_dot(*xs):
@@ -154,4 +171,5 @@ def gradgradcheck(fn, inputs, eps=1e-6, atol=1e-4, rtol=1e-3, n_directions=3, ra
         return total
 
     return gradcheck(first_grad_dot, inputs, eps=eps, atol=atol, rtol=rtol, n_directions=n_directions,
-                     raise_exception=raise_exception, seed=seed, check_coordinates=False)
+                     raise_exception=raise_exception, seed=seed, check_coordinates=False,
+                     return_report=return_report, **torch_options)

@@ -23,3 +23,6 @@ from varlens.nn.relative import RelativeMultiheadAttention, TransformerXL, Trans
 from varlens.nn.conv import Conv1d, Conv2d, ConvTranspose2d  # noqa: F401,E402
 from varlens.nn.pooling import (AdaptiveAvgPool2d, AvgPool2d, MaxPool2d, Upsample,  # noqa: F401,E402
                                 UpsamplingNearest2d)
+# more torch.nn layers and losses (Upsample/UpsamplingNearest2d here take every interpolate mode)
+from varlens.nn.extra_layers import *  # noqa: F401,F403,E402
+from varlens.nn.extra_losses import *  # noqa: F401,F403,E402

@@ -71,6 +71,11 @@ def merge_masks(attn_mask, key_padding_mask, n_batch, n_heads, L, S, dtype):
     return additive
 
 
+class NonDynamicallyQuantizableLinear(Linear):
+    """A Linear under PyTorch's name for MultiheadAttention's output projection (same maths;
+    the name only keeps ``repr(model)`` and ``isinstance`` checks identical to PyTorch's)."""
+
+
 class MultiheadAttention(Module):
     """Multi-head attention (torch.nn.MultiheadAttention's arguments, layout and defaults)."""
 
@@ -104,7 +109,7 @@ class MultiheadAttention(Module):
             self.in_proj_bias = _empty(3 * embed_dim, dtype=dtype)
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         self._reset_parameters()
 
     def _reset_parameters(self):

@@ -139,6 +139,21 @@ class ModuleList(Module):
     def __iadd__(self, modules):
         return self.extend(modules)
 
+    def __repr__(self):
+        """As PyTorch's: runs of identical children print once, as ``(0-2): 3 x Linear(...)``."""
+        from varlens.nn.module import _addindent
+        reprs = [repr(m) for m in self]
+        if not reprs:
+            return self._get_name() + "()"
+        runs = []                      # [first index, last index, repr]
+        for i, r in enumerate(reprs):
+            if runs and runs[-1][2] == r:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, r])
+        lines = [_addindent(f"({a}): {r}" if a == b else f"({a}-{b}): {b - a + 1} x {r}", 2) for a, b, r in runs]
+        return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
+
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ModuleList has no forward; iterate over it in your own forward")
 

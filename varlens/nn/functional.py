@@ -540,7 +540,10 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     wy = (w[tt] * valid).astype(input.dtype)
     loss = -picked * wy
     if reduction == "mean":
-        return _ops.sum(loss) / float(wy.sum())
+        d = float(wy.sum())
+        if d == 0:  # every target ignored: loss NaN and gradient 0, as PyTorch (no 0/0 warning)
+            return _ops.sum(loss) * 0.0 + float("nan")
+        return _ops.sum(loss) / d
     if reduction == "sum":
         return _ops.sum(loss)
     return loss if input.ndim > 1 else _ops.reshape(loss, ())
@@ -680,3 +683,7 @@ from varlens.ops.conv import (adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d,  
                               conv_transpose2d, interpolate, max_pool2d, upsample)
 
 from varlens.ops.attention import scaled_dot_product_attention  # noqa: E402,F401
+
+# more of torch.nn.functional (activations, shuffles, fold/unfold, every interpolate mode, 1-D and
+# adaptive max pooling, margin losses, embedding_bag...); replaces interpolate/upsample/cosine_similarity
+from varlens.nn.functional_extra import *  # noqa: E402,F401,F403

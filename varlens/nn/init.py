@@ -229,3 +229,29 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
     for c in range(cols):
         arr[g.permutation(rows)[:nz], c] = 0
     return _fill(tensor, arr)
+
+
+def _deprecated(fn):
+    """PyTorch's old names without the trailing underscore: same function, with a warning."""
+    old = fn.__name__[:-1]
+
+    def f(*args, **kwargs):
+        import warnings
+        warnings.warn(f"`nn.init.{old}` is now deprecated in favor of `nn.init.{fn.__name__}`.", FutureWarning,
+                      stacklevel=2)
+        return fn(*args, **kwargs)
+    f.__name__, f.__doc__ = old, f"Deprecated alias of {fn.__name__}."
+    return f
+
+
+uniform = _deprecated(uniform_)
+normal = _deprecated(normal_)
+constant = _deprecated(constant_)
+eye = _deprecated(eye_)
+dirac = _deprecated(dirac_)
+xavier_uniform = _deprecated(xavier_uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)
+orthogonal = _deprecated(orthogonal_)
+sparse = _deprecated(sparse_)

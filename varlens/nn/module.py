@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict, namedtuple
+from collections.abc import Mapping
 
 from varlens import backend as B
 from varlens.autograd import grad_mode as _gm
@@ -17,7 +18,16 @@ from varlens.autograd.function import Function
 from varlens.nn.parameter import Parameter
 from varlens.tensor import Tensor, parse_to
 
-_IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    """load_state_dict's result, printed as PyTorch prints it."""
+    __slots__ = ()
+
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
 _hook_ids = itertools.count()
 
 
@@ -205,7 +215,17 @@ class Module:
     _call_impl = __call__
 
     def _call_with_hooks(self, args, kwargs):
-        for h in list(self._forward_pre_hooks.values()):
+        flags = self.__dict__.get("_hook_flags", _NO_FLAGS)   # hook id -> (with_kwargs, always_call)
+        for k, h in list(self._forward_pre_hooks.items()):
+            if flags.get(k, _PLAIN)[0]:
+                r = h(self, args, kwargs)
+                if r is not None:
+                    if not (isinstance(r, tuple) and len(r) == 2):
+                        raise RuntimeError("forward pre-hook must return None or a tuple of (new_args, new_kwargs), "
+                                           f"but got {r}.")
+                    args, kwargs = r
+                    args = args if isinstance(args, tuple) else (args,)
+                continue
             r = h(self, args)
             if r is not None:
                 args = r if isinstance(r, tuple) else (r,)
@@ -213,9 +233,21 @@ class Module:
         if (self._backward_hooks or self._backward_pre_hooks) and _gm._enabled[0]:
             state = _BackwardHookState(self, len(args), 0)
             args = state.wrap_inputs(args)
-        result = self.forward(*args, **kwargs)
-        for h in list(self._forward_hooks.values()):
-            r = h(self, args, result)
+        try:
+            result = self.forward(*args, **kwargs)
+        except Exception:
+            # hooks registered with always_call=True run even when forward raised (output None)
+            for k, h in list(self._forward_hooks.items()):
+                f = flags.get(k, _PLAIN)
+                if f[1]:
+                    try:
+                        h(self, args, kwargs, None) if f[0] else h(self, args, None)
+                    except Exception:
+                        pass
+            raise
+        for k, h in list(self._forward_hooks.items()):
+            f = flags.get(k, _PLAIN) if flags else _PLAIN
+            r = h(self, args, kwargs, result) if f[0] else h(self, args, result)
             if r is not None:
                 result = r
         if state is not None:
@@ -518,6 +550,8 @@ class Module:
         (always an error); one RuntimeError lists them all with shapes.  Values may be
         varlens tensors, NumPy arrays or PyTorch tensors.  Returns (missing_keys,
         unexpected_keys)."""
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
         own = self.state_dict(keep_vars=True)
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
@@ -549,16 +583,21 @@ class Module:
 
     # ------------------------------------------------------------------ hooks
     def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
-        """``hook(module, args)`` before forward; a non-None return replaces the positional args."""
+        """``hook(module, args)`` before forward; a non-None return replaces the positional args.
+        With ``with_kwargs=True``: ``hook(module, args, kwargs)`` returning None or (args, kwargs)."""
+        handle = _add_hook(self._forward_pre_hooks, hook, prepend)
         if with_kwargs:
-            raise NotImplementedError("register_forward_pre_hook: with_kwargs=True is not supported")
-        return _add_hook(self._forward_pre_hooks, hook, prepend)
+            self.__dict__.setdefault("_hook_flags", {})[handle.id] = (True, False)
+        return handle
 
     def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
-        """``hook(module, args, output)`` after forward; a non-None return replaces the output."""
-        if with_kwargs:
-            raise NotImplementedError("register_forward_hook: with_kwargs=True is not supported")
-        return _add_hook(self._forward_hooks, hook, prepend)
+        """``hook(module, args, output)`` after forward; a non-None return replaces the output.
+        ``with_kwargs=True``: ``hook(module, args, kwargs, output)``; ``always_call=True``: the
+        hook also runs (with output None) when forward raises, before the error propagates."""
+        handle = _add_hook(self._forward_hooks, hook, prepend)
+        if with_kwargs or always_call:
+            self.__dict__.setdefault("_hook_flags", {})[handle.id] = (bool(with_kwargs), bool(always_call))
+        return handle
 
     def register_full_backward_hook(self, hook, prepend=False):
         """``hook(module, grad_input, grad_output)`` once the gradients with respect to the
@@ -581,9 +620,18 @@ class Module:
         return type(self).__name__
 
     def __repr__(self):
-        return "\n".join(self._repr_lines(top=True))
+        """PyTorch's layout exactly: ``Name(extra)`` for a leaf, children indented below."""
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [f"({key}): " + _addindent(repr(m), 2) for key, m in self._modules.items()]
+        return _layout(self._get_name(), extra_lines, child_lines)
 
-    def _repr_lines(self, top=False):
+    def summary(self):
+        """The repr with parameter counts: each module's own on its line, each container's
+        total on its first line (varlens addition; ``print(model.summary())``)."""
+        return "\n".join(self._summary_lines())
+
+    def _summary_lines(self):
         extra = self.extra_repr()
         own = sum(p.numel() for p in self._parameters.values() if p is not None)
         total = sum(p.numel() for p in self.parameters())
@@ -600,11 +648,32 @@ class Module:
             for e in extra.split("\n"):
                 lines.append("  " + e)
         for name, m in self._modules.items():
-            sub = m._repr_lines() if m is not None else ["None"]
+            sub = m._summary_lines() if m is not None else ["None"]
             lines.append(f"  ({name}): " + sub[0])
             lines.extend("  " + s for s in sub[1:])
         lines.append(")")
         return lines
+
+
+_PLAIN = (False, False)
+_NO_FLAGS = {}
+
+
+def _addindent(text, n):
+    """Indent every line of ``text`` but the first by ``n`` spaces (nested reprs)."""
+    first, *rest = text.split("\n")
+    return "\n".join([first] + [" " * n + line for line in rest])
+
+
+def _layout(name, extra_lines, child_lines):
+    lines = extra_lines + child_lines
+    out = name + "("
+    if lines:
+        if len(extra_lines) == 1 and not child_lines:
+            out += extra_lines[0]
+        else:
+            out += "\n  " + "\n  ".join(lines) + "\n"
+    return out + ")"
 
 
 def _add_hook(store, hook, prepend):

@@ -43,12 +43,7 @@ greater = gt
 less = lt
 
 
-def log1p(x):
-    return log(add(x, 1.0))
-
-
-def expm1(x):
-    return sub(exp(x), 1.0)
+from varlens.ops.elementwise import expm1, log1p  # noqa: E402,F401  (one op each: accurate near 0)
 
 
 def log2(x):
@@ -98,6 +93,7 @@ _METHODS = {
     "__eq__": eq, "__ne__": ne, "__lt__": lt, "__le__": le, "__gt__": gt, "__ge__": ge,
     "__and__": bitwise_and, "__or__": bitwise_or, "__invert__": bitwise_not,
     "__floordiv__": floor_divide, "__mod__": remainder, "__xor__": logical_xor,
+    "__rfloordiv__": lambda s, o: floor_divide(o, s), "__rmod__": lambda s, o: remainder(o, s),
     # arithmetic and math
     "add": add, "sub": sub, "subtract": sub, "mul": mul, "multiply": mul, "div": div,
     "divide": div, "true_divide": div, "neg": neg, "negative": neg, "pow": pow, "exp": exp,
@@ -119,7 +115,7 @@ _METHODS = {
     "tril": tril, "triu": triu, "diag": diag, "diagonal": diagonal, "roll": roll,
     "repeat_interleave": repeat_interleave, "nonzero": nonzero, "unique": unique,
     # shapes
-    "reshape": _size_args(reshape), "view": _size_args(reshape), "view_as": view_as,
+    "reshape": _size_args(reshape), "view": _size_args(view), "view_as": view_as,
     "permute": _size_args(permute), "transpose": transpose, "swapaxes": transpose, "t": t,
     "squeeze": squeeze, "unsqueeze": unsqueeze, "flatten": flatten, "unflatten": unflatten,
     "expand": _size_args(expand), "expand_as": expand_as, "broadcast_to": broadcast_to,
@@ -145,3 +141,7 @@ from varlens.ops import more as _more  # noqa: E402
 
 globals().update({k: v for k, v in _more.FUNCTIONS.items() if k not in globals()})
 _more.install()
+from varlens.ops import surface as _surface  # noqa: E402  (cumprod, cummax, tensordot, cov, ... : varlens/ops/surface.py)
+
+globals().update({k: v for k, v in _surface.FUNCTIONS.items() if k not in globals()})
+_surface.install()

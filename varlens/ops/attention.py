@@ -113,6 +113,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         g = _gen(generator)
         shape = tuple(query.shape[:-1]) + (S,)
         dmask = (g.random(shape) >= dropout_p).astype(query.dtype)
+    from varlens.autograd import grad_mode
+    if grad_mode._enabled[0] and ((isinstance(attn_mask, Tensor) and attn_mask.requires_grad and not is_causal)
+                                  or (return_weights and (query.requires_grad or key.requires_grad
+                                                          or value.requires_grad))):
+        # a learned float mask needs its gradient, and returned weights that will be
+        # differentiated need a graph: compose the same maths from differentiable ops
+        return _sdpa_composed(query, key, value, attn_mask if mask is None or mask.dtype != bool else mask,
+                              dmask, sc, float(dropout_p), return_weights)
     out = SDPA.apply(query, key, value, mask, dmask, sc, float(dropout_p))
     if return_weights:
         node = out._node
@@ -125,3 +133,23 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             return out, ops.softmax(s, -1).detach()
         return out, Tensor._make(p)
     return out
+
+
+def _sdpa_composed(query, key, value, mask, dmask, sc, p, return_weights):
+    """softmax(q k^T * scale + mask) v from differentiable ops (gradients reach a float mask
+    Tensor and the returned weights).  ``mask``: a bool array (True = attend), a float Tensor
+    or array added to the logits, or None.  The returned weights are taken after dropout, as
+    PyTorch's MultiheadAttention returns them."""
+    from varlens import ops
+    from varlens.tensor import Tensor
+    s = ops.matmul(query, ops.transpose(key, -2, -1)) * sc
+    if mask is not None:
+        if not isinstance(mask, Tensor) and mask.dtype == bool:
+            s = ops.masked_fill(s, Tensor._make(~mask), -float("inf"))
+        else:
+            s = s + (mask if isinstance(mask, Tensor) else Tensor._make(mask))
+    w = ops.softmax(s, -1)
+    if dmask is not None:
+        w = w * Tensor._make(dmask / (1.0 - p))
+    out = ops.matmul(w, value)
+    return (out, w) if return_weights else out

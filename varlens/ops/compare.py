@@ -41,7 +41,12 @@ class _Step(Function):
     fn = None
 
     def forward(self, x, *args):
-        return x.copy() if x.dtype.kind in "biu" else type(self).fn(x, *args)
+        if x.dtype.kind in "biu":
+            if x.dtype.kind == "b":
+                raise NotImplementedError(f'"{type(self).__name__.lower()}" not implemented for \'Bool\' '
+                                          "(a bool tensor); convert it with .float() or .long() first")
+            return x.copy()
+        return type(self).fn(x, *args)
 
     def backward(self, g):
         return g * 0
@@ -78,8 +83,7 @@ def round(x, *, decimals=0):  # noqa: A001
 def trunc(x):
     return Trunc.apply(x)
 
-floor_divide = _mk(xp.floor_divide)
-remainder = _mk(xp.remainder)
+from varlens.ops.elementwise import floor_divide, remainder  # noqa: E402,F401  (promoted as PyTorch; % differentiable)
 bitwise_and = _mk(xp.bitwise_and)
 bitwise_or = _mk(xp.bitwise_or)
 bitwise_not = _mk(xp.invert)

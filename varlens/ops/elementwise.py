@@ -16,6 +16,7 @@ from varlens.ops import dual as D
 
 
 _PY = (float, int, bool)
+_F64 = xp.dtype("float64")
 _CAT = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 
 
@@ -59,6 +60,8 @@ def _promote(a, b, true_div=False):
             return a, b
         if (true_div or isinstance(b, float)) and da.kind in "biu":
             return cast(a, get_default_dtype()), b
+        if da.kind == "b" and b.__class__ is int:
+            return cast(a, xp.int64), b  # bool tensor with a Python int: int64, as PyTorch
         return a, b
     if type(a) not in _PY:
         a = _scalarize(a)
@@ -66,6 +69,8 @@ def _promote(a, b, true_div=False):
         db = b._data.dtype
         if db.kind != "f" and (true_div or isinstance(a, float)) and db.kind in "biu":
             return a, cast(b, get_default_dtype())
+        if db.kind == "b" and a.__class__ is int:
+            return a, cast(b, xp.int64)
     return a, b
 
 
@@ -74,6 +79,58 @@ def _scalarize(v):
     if type(v).__module__ == "numpy" and hasattr(v, "item") and getattr(v, "ndim", 1) == 0:
         return v.item()
     return v
+
+
+_TORCH_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
+                "int64": "Long", "float16": "Half", "float32": "Float", "float64": "Double",
+                "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
+
+
+def torch_dtype_name(dtype):
+    """PyTorch's short name of a dtype ('Long' for int64, 'Float' for float32), for messages."""
+    return _TORCH_NAMES.get(str(dtype), str(dtype))
+
+
+def _fl(x):
+    """Input of a float-only op (exp, log, sqrt, ...): an integer or bool tensor becomes the
+    default float dtype (float32), as PyTorch, instead of NumPy's float64/float16 or a
+    truncated integer."""
+    d = getattr(x, "_data", None)
+    if d is not None and d.dtype.kind in "biu":
+        return Cast.apply(x, get_default_dtype())
+    return x
+
+
+def _float_only(x, kernel):
+    """Refuse an integer or bool tensor where PyTorch has no integer kernel (gelu, softmax, ...)."""
+    d = getattr(x, "_data", None)
+    if d is not None and d.dtype.kind in "biu":
+        raise NotImplementedError(
+            f'"{kernel}" not implemented for \'{torch_dtype_name(d.dtype)}\': it needs a floating-point '
+            f"tensor, got dtype {d.dtype}; convert the input with .float() first")
+    return x
+
+
+_NEG_BOOL = ("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
+             "invert a mask, use the `~` or `logical_not()` operator instead.")
+_SUB_BOOL = ("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
+             "to invert a mask, use the `~` or `logical_not()` operator instead.")
+_SUB_BOOL2 = ("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+              "`logical_xor()` operator instead.")
+
+
+def _is_bool(v):
+    d = getattr(v, "_data", None)
+    if d is not None:
+        return d.dtype.kind == "b"
+    return v.__class__ is bool or getattr(v, "dtype", None) == bool
+
+
+def _check_sub(a, b):
+    """PyTorch refuses subtraction with a bool operand (tensor or Python bool)."""
+    ba, bb = _is_bool(a), _is_bool(b)
+    if ba or bb:
+        raise RuntimeError(_SUB_BOOL2 if ba and bb else _SUB_BOOL)
 
 
 # ---------------------------------------------------------------- arithmetic
@@ -140,7 +197,19 @@ class Pow(Function):
 
     def forward(self, x, e):
         self.save_for_backward(x, e)
-        return x ** e
+        if e.__class__ is int and e < 0 and getattr(x, "dtype", _F64).kind in "iub":
+            raise RuntimeError("Integers to negative integer powers are not allowed "
+                               f"(pow: base of dtype {x.dtype}, exponent {e}); use a float base")
+        try:
+            out = x ** e
+        except ValueError:  # NumPy refuses negative integer exponents held in a tensor
+            out = _int_pow_negative(x, e)
+        if out.dtype.kind == "i" and _kind(x) == "b" and _kind(e) == "b":
+            if e.__class__ is bool:
+                return out.astype(bool)  # bool tensor ** True/False stays bool (PyTorch)
+            raise NotImplementedError('"pow" not implemented for \'Bool\' (base and exponent are bool '
+                                      "tensors); convert them with .long() first")
+        return out
 
     def backward(self, g):
         x, e = self.saved
@@ -157,6 +226,19 @@ class Pow(Function):
                 zero = x == 0
                 ge = D.where(zero, 0.0, g * (x ** e) * D.log(D.where(zero, 1.0, x)))
         return gx, ge
+
+
+def _int_pow_negative(x, e):
+    """Integer power with some negative integer exponents, as PyTorch: x^e truncated towards 0,
+    i.e. 1 for x = 1, +-1 for x = -1, 0 otherwise (x = 0 gives 0 here; PyTorch's value is
+    platform-dependent there)."""
+    x = xp.asarray(x) if hasattr(x, "dtype") else xp.asarray(x, dtype=e.dtype)  # 2 ** int32 is int32
+    e = xp.asarray(e) if hasattr(e, "dtype") else xp.asarray(e, dtype=x.dtype)
+    neg = e < 0
+    out = x ** xp.where(neg, 0, e)
+    odd = (e % 2) != 0
+    tiny = xp.where(x == 1, 1, xp.where(x == -1, xp.where(odd, -1, 1), 0)).astype(out.dtype)
+    return xp.where(neg, tiny, out)
 
 
 class Exp(Function):
@@ -180,6 +262,41 @@ class Log(Function):
 
     def backward(self, g):
         return g / self.saved[0]
+
+
+class Log1p(Function):
+    """out = ln(1 + x), accurate for small x;  d/dx = 1/(1 + x)."""
+
+    def forward(self, x):
+        self.save_for_backward(x)
+        return xp.log1p(x)
+
+    def backward(self, g):
+        return g / (1 + self.saved[0])
+
+
+class Expm1(Function):
+    """out = e^x - 1, accurate for small x;  d/dx = e^x = out + 1."""
+
+    def forward(self, x):
+        y = xp.expm1(x)
+        self.save_for_backward(y)
+        return y
+
+    def backward(self, g):
+        return g * (self.saved[0] + 1)
+
+
+class Exp2(Function):
+    """out = 2^x;  d/dx = 2^x ln 2 = out ln 2."""
+
+    def forward(self, x):
+        y = xp.exp2(x)
+        self.save_for_backward(y)
+        return y
+
+    def backward(self, g):
+        return g * self.saved[0] * math.log(2.0)
 
 
 class Sqrt(Function):
@@ -248,6 +365,106 @@ class Erf(Function):
     def backward(self, g):
         x = self.saved[0]
         return g * (2.0 / math.sqrt(math.pi)) * D.exp(-(x * x))
+
+
+def _kind(v):
+    """dtype kind of an array or a Python number ('b', 'i', 'f', ...)."""
+    d = getattr(v, "dtype", None)
+    if d is not None:
+        return d.kind
+    return "b" if v.__class__ is bool else "i" if v.__class__ is int else "f"
+
+
+def _int_zero_div(a, b, op):
+    """Integer division by zero: PyTorch raises where NumPy returns 0 with a warning.
+    Two bool operands: PyTorch has no kernel for these ops."""
+    if _kind(b) == "b" and _kind(a) == "b":
+        raise NotImplementedError(f'"{op}" not implemented for \'Bool\' (both operands are bool tensors); '
+                                  "convert them with .long() first")
+    if not xp.all(b):
+        raise RuntimeError(f"ZeroDivisionError: {op} of an integer tensor by zero")
+
+
+class Remainder(Function):
+    """out = a - b floor(a/b) (the sign of b, as Python's %);  d/da = 1, d/db = -floor(a/b).
+    floor(a/b) is piecewise constant, so it is kept as a constant array (as PyTorch)."""
+
+    def forward(self, a, b):
+        self.a, self.b = a, b
+        if _kind(b) in "iub" and _kind(a) in "iub":
+            _int_zero_div(a, b, "remainder")
+        return xp.remainder(a, b)
+
+    def backward(self, g):
+        n = self.next
+        gb = None
+        if n[1] is not None:
+            gb = -g * xp.floor_divide(self.a, self.b)
+        return (g if n[0] is not None else None), gb
+
+
+class Fmod(Function):
+    """out = a - b trunc(a/b) (the sign of a, C's fmod);  d/da = 1, d/db = -trunc(a/b)."""
+
+    def forward(self, a, b):
+        self.a, self.b = a, b
+        if _kind(b) in "iub" and _kind(a) in "iub":
+            _int_zero_div(a, b, "fmod")
+        return xp.fmod(a, b)
+
+    def backward(self, g):
+        n = self.next
+        gb = None
+        if n[1] is not None:
+            q = xp.trunc(xp.true_divide(self.a, self.b))
+            gb = -g * q.astype(getattr(g, "dtype", q.dtype), copy=False)
+        return (g if n[0] is not None else None), gb
+
+
+class FloorDivide(Function):
+    """out = floor(a / b).  PyTorch records this op but has no derivative for it: backward raises."""
+
+    def forward(self, a, b):
+        if _kind(b) in "iub" and _kind(a) in "iub":
+            _int_zero_div(a, b, "floor_divide")
+        return xp.floor_divide(a, b)
+
+    def backward(self, g):
+        raise RuntimeError("derivative for aten::floor_divide is not implemented "
+                           "(use torch.div(a, b, rounding_mode='floor'), whose gradient is 0)")
+
+
+class DivRound(Function):
+    """out = floor(a / b) or trunc(a / b) (div's rounding_mode): piecewise constant, so the
+    gradient is 0 for both inputs (as PyTorch)."""
+
+    def forward(self, a, b, mode):
+        if _kind(b) in "iub" and _kind(a) in "iub":
+            _int_zero_div(a, b, "div")
+            if mode == "floor":
+                return xp.floor_divide(a, b)
+            q = xp.floor_divide(a, b)  # trunc: round towards zero
+            q += (q < 0) & (q * b != a)
+            return q
+        return xp.floor(a / b) if mode == "floor" else xp.trunc(a / b)
+
+    def backward(self, g):
+        n = self.next
+        z = g * 0
+        return (z if n[0] is not None else None), (z if n[1] is not None else None), None
+
+
+class Erfc(Function):
+    """out = erfc x = 1 - erf x, accurate in the right tail;  d/dx = -2/sqrt(pi) exp(-x^2)."""
+
+    def forward(self, x):
+        from scipy.special import erfc as _erfc
+        self.save_for_backward(x)
+        return _erfc(x).astype(x.dtype, copy=False)
+
+    def backward(self, g):
+        x = self.saved[0]
+        return g * (-2.0 / math.sqrt(math.pi)) * D.exp(-(x * x))
 
 
 # ---------------------------------------------------------------- activations
@@ -503,16 +720,20 @@ def _add(a, b):
 
 
 def _sub(a, b):
+    if a._data.dtype.kind == "b" or b.__class__ is bool or (isinstance(b, _F.Tensor) and b._data.dtype.kind == "b"):
+        _check_sub(a, b)
     return Sub.apply(*_promote(a, b))
 
 
 def sub(a, b, *, alpha=1):
+    _check_sub(a, b)
     if alpha != 1:
         b = mul(b, alpha)
     return Sub.apply(*_promote(a, b))
 
 
 def rsub(a, b):
+    _check_sub(b, a)
     return Sub.apply(*_promote(b, a))
 
 
@@ -522,11 +743,33 @@ def mul(a, b):
 
 def div(a, b, *, rounding_mode=None):
     if rounding_mode is not None:
-        from varlens.ops.compare import floor_divide
-        if rounding_mode == "floor":
-            return floor_divide(a, b)
-        raise ValueError(f"div: rounding_mode must be None or 'floor', got {rounding_mode!r}")
+        if rounding_mode not in ("floor", "trunc"):
+            raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+        return DivRound.apply(*_promote(a, b), rounding_mode)
     return Div.apply(*_promote(a, b, True))
+
+
+def remainder(a, b):
+    """a % b with the sign of b (Python's %), dtype promoted as PyTorch; differentiable."""
+    return Remainder.apply(*_promote(_scalarize(a), _scalarize(b)))
+
+
+def fmod(a, b):
+    """C's fmod: the remainder with the sign of a; fmod(int_tensor, 2) stays an integer tensor."""
+    return Fmod.apply(*_promote(_scalarize(a), _scalarize(b)))
+
+
+def floor_divide(a, b):
+    """floor(a / b), dtype promoted as PyTorch; recorded but not differentiable (as PyTorch)."""
+    return FloorDivide.apply(*_promote(_scalarize(a), _scalarize(b)))
+
+
+def rremainder(a, b):
+    return remainder(b, a)
+
+
+def rfloor_divide(a, b):
+    return floor_divide(b, a)
 
 
 def rdiv(a, b):
@@ -534,6 +777,8 @@ def rdiv(a, b):
 
 
 def neg(x):
+    if x._data.dtype.kind == "b":
+        raise RuntimeError(_NEG_BOOL)
     return Neg.apply(x)
 
 
@@ -546,75 +791,100 @@ def rpow(x, b):
 
 
 def exp(x):
-    return Exp.apply(x)
+    return Exp.apply(_fl(x))
 
 
 def log(x):
-    return Log.apply(x)
+    return Log.apply(_fl(x))
 
 
 def sqrt(x):
-    return Sqrt.apply(x)
+    return Sqrt.apply(_fl(x))
+
+
+def log1p(x):
+    return Log1p.apply(_fl(x))
+
+
+def expm1(x):
+    return Expm1.apply(_fl(x))
+
+
+def exp2(x):
+    return Exp2.apply(_fl(x))
 
 
 def rsqrt(x):
-    return Pow.apply(x, -0.5)
+    return Pow.apply(_fl(x), -0.5)
 
 
 def square(x):
+    if x._data.dtype.kind == "b":
+        return pow(x, 2)  # bool squared is int64 in PyTorch
     return Mul.apply(x, x)
 
 
 def abs(x):  # noqa: A001
+    if x._data.dtype.kind == "b":
+        _float_only(x, "abs")  # PyTorch has no bool abs either
     return Abs.apply(x)
 
 
 def sign(x):
+    if x._data.dtype.kind == "b":
+        return clone(x)  # sign of a bool tensor is itself (NumPy has no bool sign)
     return Sign.apply(x)
 
 
 def sin(x):
-    return Sin.apply(x)
+    return Sin.apply(_fl(x))
 
 
 def cos(x):
-    return Cos.apply(x)
+    return Cos.apply(_fl(x))
 
 
 def erf(x):
-    return Erf.apply(x)
+    return Erf.apply(_fl(x))
+
+
+def erfc(x):
+    return Erfc.apply(_fl(x))
 
 
 def tanh(x):
-    return Tanh.apply(x)
+    return Tanh.apply(_fl(x))
 
 
 def sigmoid(x):
-    return Sigmoid.apply(x)
+    return Sigmoid.apply(_fl(x))
 
 
 def relu(x):
+    if x._data.dtype.kind == "b":
+        raise RuntimeError("Boolean inputs not supported for relu (got a bool tensor); convert it with "
+                           ".float() first")
     return ReLU.apply(x)
 
 
 def leaky_relu(x, negative_slope=0.01):
-    return LeakyReLU.apply(x, negative_slope)
+    return LeakyReLU.apply(_float_only(x, "leaky_relu"), negative_slope)
 
 
 def elu(x, alpha=1.0):
-    return ELU.apply(x, alpha)
+    return ELU.apply(_float_only(x, "elu"), alpha)
 
 
 def gelu(x, approximate="none"):
-    return GELU.apply(x, approximate=approximate)
+    return GELU.apply(_float_only(x, "gelu"), approximate=approximate)
 
 
 def silu(x):
-    return SiLU.apply(x)
+    return SiLU.apply(_float_only(x, "silu"))
 
 
 def softplus(x, beta=1.0, threshold=20.0):
-    return Softplus.apply(x, beta, threshold)
+    return Softplus.apply(_float_only(x, "softplus"), beta, threshold)
 
 
 def clamp(x, min=None, max=None):  # noqa: A002
@@ -628,6 +898,8 @@ def clamp(x, min=None, max=None):  # noqa: A002
         return x
     lo = min.item() if hasattr(min, "item") and not isinstance(min, (int, float)) else min
     hi = max.item() if hasattr(max, "item") and not isinstance(max, (int, float)) else max
+    if (lo.__class__ is float or hi.__class__ is float) and x._data.dtype.kind in "biu":
+        x = cast(x, get_default_dtype())  # an integer tensor clamped to float bounds is float32
     return Clamp.apply(x, lo, hi)
 
 
@@ -656,6 +928,12 @@ def where(cond, a=None, b=None):
 
 
 def cast(x, dtype):
+    dt = xp.dtype(dtype)
+    if dt.kind not in "fc":
+        # integer and bool tensors never require grad (as in PyTorch): x.long() leaves the graph
+        from varlens.tensor import Tensor
+        data = x._data if isinstance(x, Tensor) else xp.asarray(x)
+        return Tensor._make(data if data.dtype == dt else data.astype(dt))
     return Cast.apply(x, dtype)
 
 

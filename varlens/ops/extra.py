@@ -77,17 +77,21 @@ def index_fill(x, dim, index, value):
 
 # ---------------------------------------------------------------- elementwise and reductions
 def fmod(x, other):
-    """x - other * trunc(x / other): the remainder with the sign of x (C's fmod)."""
-    o = _o()
-    return x - o.trunc(x / other) * other
+    """x - other * trunc(x / other): the remainder with the sign of x (C's fmod); one op in
+    varlens/ops/elementwise.py (integer inputs stay integer, as PyTorch)."""
+    from varlens.ops.elementwise import fmod as _fmod
+    return _fmod(x, other)
 
 
 def frac(x):
-    return x - _o().trunc(x)
+    o = _o()
+    o.elementwise._float_only(x, "frac")  # no integer frac in PyTorch either
+    return x - o.trunc(x)
 
 
 def logit(x, eps=None):
     o = _o()
+    x = o.elementwise._fl(x)  # bool/integer input: float32, as PyTorch
     if eps is not None:
         x = o.clamp(x, eps, 1 - eps)
     return o.log(x / (1 - x))
@@ -123,7 +127,8 @@ def diff(x, n=1, dim=-1, prepend=None, append=None):
         x = o.cat(parts, d)
     for _ in range(n):
         L = x.shape[d]
-        x = narrow(x, d, 1, L - 1) - narrow(x, d, 0, L - 1)
+        hi, lo = narrow(x, d, 1, L - 1), narrow(x, d, 0, L - 1)
+        x = o.ne(hi, lo) if x.dtype.kind == "b" else hi - lo  # bool: changed or not, as PyTorch
     return x
 
 

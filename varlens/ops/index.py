@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from varlens.autograd.function import Function
 from varlens.backend import xp
+from varlens.autograd.grad_mode import _enabled
 from varlens.ops import dual as D
 
 
@@ -82,7 +83,14 @@ class IndexPut(Function):
     def forward(self, x, key, v):
         self.key = key
         out = x.copy()
-        out[key] = v
+        try:
+            out[key] = v
+        except ValueError as e:
+            if "broadcast" not in str(e):
+                raise
+            raise RuntimeError(f"setitem: the value of shape {tuple(getattr(v, 'shape', ()))} cannot be "
+                               f"broadcast to the indexed part of shape {tuple(x[key].shape)} of a tensor "
+                               f"of shape {tuple(x.shape)}") from None
         return out
 
     def backward(self, g):
@@ -192,6 +200,8 @@ def getitem(x, key):
     out = GetItem.apply(x, key)
     if _is_basic(key):  # basic indexing gives a view: share the version counter
         out._version = x._version
+        if _enabled[0]:  # remember the base, so an in-place op on the view can update it (tensor._commit)
+            out._view_of = (x, "index", key, x._data)
     return out
 
 

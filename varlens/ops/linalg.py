@@ -105,13 +105,18 @@ class Inv(Function):
         return -D.matmul(D.matmul(yt, g), yt)
 
 
+def _vector_rhs(a, b):
+    """torch's rule: b is a (batch of) vector(s) if 1-D, or shaped like a without its last dim."""
+    return b.ndim == 1 or (b.ndim == a.ndim - 1 and tuple(b.shape) == tuple(a.shape[:-1]))
+
+
 class Solve(Function):
     """X = A^{-1} B;  dL/dB = A^{-T} G,  dL/dA = -(A^{-T} G) X^T."""
 
     differentiable_backward = False
 
     def forward(self, a, b):
-        self.vec = b.ndim == a.ndim - 1
+        self.vec = _vector_rhs(a, b)
         x = xp.linalg.solve(a, b[..., None] if self.vec else b)
         self.a, self.x = a, x
         return x[..., 0] if self.vec else x
@@ -125,7 +130,7 @@ class Solve(Function):
     @staticmethod
     def composite(a, b):
         from varlens import ops
-        return ops.matmul(Inv.apply(a), b[..., None])[..., 0] if b.ndim == a.ndim - 1 else \
+        return ops.matmul(Inv.apply(a), b[..., None])[..., 0] if _vector_rhs(a, b) else \
             ops.matmul(Inv.apply(a), b)
 
 

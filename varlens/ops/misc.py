@@ -54,6 +54,9 @@ def diag(x, diagonal=0):
 
 def diagonal(x, offset=0, dim1=0, dim2=1):
     from varlens.ops.shape import movedim
+    if x.ndim != 2:  # any number of dims: the diagonal of the (dim1, dim2) planes, as a last dim
+        from varlens.ops.decomp import _diagonal
+        return _diagonal(x, offset, dim1, dim2, "diagonal")
     if (dim1, dim2) != (0, 1):
         x = movedim(movedim(x, dim1, 0), dim2 if dim2 > dim1 else dim2 + 1, 1)
     if x.ndim == 2:

@@ -154,8 +154,9 @@ arccos = acos
 
 
 def atan2(input, other):
-    y, x = _float(_T(input)), _T(other, input)
-    return Atan2.apply(y, _float(x))
+    from varlens.ops.elementwise import _promote
+    y, x = _promote(_T(input), _T(other, input))  # PyTorch's promotion first: int32 with float16 is float16
+    return Atan2.apply(_float(y), _float(x))
 
 
 arctan2 = atan2
@@ -181,11 +182,13 @@ def tan(x):
 
 def sinh(x):
     o = _o()
+    x = _float(x)
     return (o.exp(x) - o.exp(-x)) * 0.5
 
 
 def cosh(x):
     o = _o()
+    x = _float(x)
     return (o.exp(x) + o.exp(-x)) * 0.5
 
 
@@ -202,20 +205,27 @@ def logaddexp(input, other):
 
 
 def xlogy(input, other):
-    """x log y, defined as 0 where x == 0 (also when y == 0)."""
+    """x log y, defined as 0 where x == 0 (also when y == 0).  As PyTorch, d/dx = log y also
+    where x == 0 (for finite y > 0), so it is x * log(y) with y replaced by 1 only where x == 0
+    and log y is not finite."""
     o = _o()
-    x, y = _T(input), _T(other, input)
-    zero = (x == 0)._data
-    safe_y = o.where(zero, y * 0 + 1, y)  # log(1) where x == 0, so no -inf * 0 reaches the gradient
-    return o.where(zero, x * 0, x * o.log(safe_y))
+    from varlens.ops.elementwise import _fl, _promote
+    x, y = _promote(_T(input), _T(other, input))
+    x, y = _fl(x), _fl(y)  # promoted as PyTorch (float16 with bool is float16), then made float
+    yd = y._data
+    bad = (x == 0)._data & ~((yd > 0) & xp.isfinite(yd))
+    safe_y = o.where(bad, y * 0 + 1, y) if bad.any() else y  # no -inf * 0 in the value or gradient
+    return x * o.log(safe_y)
 
 
 def exp2(x):
-    return _o().exp(x * math.log(2.0))
+    from varlens.ops.elementwise import exp2 as _exp2
+    return _exp2(x)  # one op (exact powers of 2 for integer x)
 
 
 def erfc(x):
-    return 1 - _o().erf(x)
+    from varlens.ops.elementwise import erfc as _erfc
+    return _erfc(x)  # one op: 1 - erf(x) loses every digit in the right tail
 
 
 def deg2rad(x):

@@ -36,6 +36,8 @@ class Linear(Function):
     """
 
     def forward(self, x, w, b=None):
+        if x.dtype is not w.dtype and x.dtype != w.dtype:  # one comparison: dtypes are singletons
+            _dtype_mismatch(x, w)
         self.save_for_backward(x, w)
         y = _dot(x, w.T) if x.ndim == 2 else B.matmul(x, w.T)  # (np.dot: less dispatch than @ in 2-D)
         if b is not None:
@@ -61,6 +63,13 @@ class Linear(Function):
             if n[2] is not None:
                 gb = D.sum(g2, 0)
         return gx, gw, gb
+
+
+def _dtype_mismatch(x, w):
+    from varlens.ops.elementwise import torch_dtype_name as n
+    raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got {n(x.dtype)} and {n(w.dtype)} "
+                       f"(linear: input dtype {x.dtype}, weight dtype {w.dtype}); convert the input with "
+                       f".to({w.dtype}) or the layer with .to({x.dtype})")
 
 
 def linear(x, weight, bias=None):
@@ -361,6 +370,12 @@ class CrossEntropy(Function):
 
     def forward(self, z, target, weight=None, ignore_index=-100, label_smoothing=0.0,
                 reduction="mean", probs=False, all_real=None):
+        if z.dtype.kind in "biu":
+            from varlens.ops.elementwise import torch_dtype_name
+            raise NotImplementedError(
+                f'"log_softmax_lastdim_kernel_impl" not implemented for \'{torch_dtype_name(z.dtype)}\': '
+                f"cross_entropy needs floating-point logits (input), got dtype {z.dtype}; "
+                "convert them with .float()")
         z2 = _to_rows(z)
         M, C = z2.shape
         m = _max_reduce(z2, axis=1, keepdims=True)  # (the ufunc reductions skip ndarray.max's Python frame)
@@ -410,6 +425,8 @@ class CrossEntropy(Function):
             self.denom = wy.sum()
         loss = loss.astype(z.dtype, copy=False)
         if reduction == "mean":
+            if not self.denom:  # every target ignored (or zero weights): NaN, as PyTorch, quietly
+                return xp.asarray(loss.sum() * xp.nan, dtype=z.dtype)
             return xp.asarray(loss.sum() / self.denom, dtype=z.dtype)
         if reduction == "sum":
             return xp.asarray(loss.sum(), dtype=z.dtype)
@@ -428,6 +445,10 @@ class CrossEntropy(Function):
             gz = p * gi
             gz.reshape(-1)[self.flat] -= gi  # gz is fresh and contiguous: reshape is a view
             return (gz if len(self.zshape) == 2 else _from_rows(gz, self.zshape)), None
+        if red == "mean" and not self.denom:
+            # every target ignored: the loss is a constant NaN and PyTorch's gradient is 0
+            gt = xp.zeros(self.tshape, p.dtype) if self.probs and self.next[1] is not None else None
+            return xp.zeros(self.zshape, p.dtype), gt
         gi = (g / self.denom if red == "mean" else g).astype(p.dtype)
         gi = xp.broadcast_to(gi.reshape(-1), (M,)) if red != "none" else gi.reshape(M)
         eps = self.eps
@@ -541,6 +562,17 @@ def _softplus_neg(x):
     return r
 
 
+def _bce_dtype(x, y):
+    from varlens.ops.elementwise import torch_dtype_name as n
+    if x.dtype.kind in "biu":
+        raise NotImplementedError(f'"log_sigmoid_cpu" not implemented for \'{n(x.dtype)}\': '
+                                  f"binary_cross_entropy_with_logits needs floating-point logits (input), "
+                                  f"got dtype {x.dtype}")
+    raise RuntimeError(f"result type {n(x.dtype)} can't be cast to the desired output type {n(y.dtype)}: "
+                       f"binary_cross_entropy_with_logits needs a floating-point target, got dtype "
+                       f"{y.dtype}; convert it with .float()")
+
+
 class BCEWithLogits(Function):
     """Elementwise -w [pw y log s(x) + (1 - y) log(1 - s(x))], s = sigmoid, computed stably as
     (1 - y) x + (1 + (pw - 1) y) (log(1 + e^-|x|) + max(-x, 0)).
@@ -550,6 +582,8 @@ class BCEWithLogits(Function):
     """
 
     def forward(self, x, y, weight=None, pos_weight=None):
+        if y.dtype.kind in "biu" or x.dtype.kind in "biu":
+            _bce_dtype(x, y)
         self.save_for_backward(x, y, weight, pos_weight)
         sp = _softplus_neg(x) if x.ndim else xp.logaddexp(0, -x)  # log(1 + e^-x) = -log s(x)
         if pos_weight is None:

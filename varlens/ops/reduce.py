@@ -256,6 +256,31 @@ class Prod(Function):
         return out
 
 
+class Norm2(Function):
+    """out = sqrt(sum x^2) over axes;  d/dx = x / out, taken as 0 where out = 0 (x = 0 there),
+    as PyTorch (the subgradient 0 instead of 0/0 = NaN)."""
+
+    def forward(self, x, axes, keepdim):
+        self.in_shape, self.axes, self.keepdim = x.shape, axes, keepdim
+        y = xp.sqrt(xp.sum(x * x, axis=axes, keepdims=True))
+        y = y if keepdim else y.reshape(_drop(x.shape, axes))
+        self.save_for_backward(x, y)
+        return y
+
+    def backward(self, g):
+        x, y = self.saved
+        if not self.keepdim:
+            kept = _kept_shape(self.in_shape, self.axes)
+            y, g = D.reshape(y, kept), D.reshape(g, kept)
+        safe = D.where(y == 0, 1.0, y)  # x = 0 wherever y = 0, so the quotient is 0 there
+        return (g / safe) * x
+
+
+def _tname(dtype):
+    from varlens.ops.elementwise import torch_dtype_name
+    return torch_dtype_name(dtype)
+
+
 # ---------------------------------------------------------------- wrappers
 def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
     if dim is None and dtype is None and x._data.dtype.kind in "fc":  # the common case, fast
@@ -271,8 +296,9 @@ def mean(x, dim=None, keepdim=False, *, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
     if x.dtype.kind not in "fc":
-        raise RuntimeError(f"mean: expected a floating-point tensor, got dtype {x.dtype}; "
-                           "convert with .float() first")
+        raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point "
+                           f"or complex dtype. Got: {_tname(x.dtype)} (dtype {x.dtype}); convert with .float() "
+                           "first or pass dtype=")
     return Mean.apply(x, norm_dims(dim, x.ndim, "mean"), keepdim)
 
 
@@ -284,15 +310,23 @@ def _correction(unbiased, correction):
     return 1 if unbiased else 0
 
 
+def _float_input(x, op, msg):
+    if x._data.dtype.kind in "biu":
+        raise RuntimeError(f"{msg}: {op} got a tensor of dtype {x.dtype} ({_tname(x.dtype)}); "
+                           "convert it with .float() first")
+
+
 def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):  # var(x, False) means unbiased=False in PyTorch
         unbiased, dim = dim, None
+    _float_input(x, "var", "std and var only support floating point and complex dtypes")
     return Var.apply(x, norm_dims(dim, x.ndim, "var"), _correction(unbiased, correction), keepdim)
 
 
 def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):
         unbiased, dim = dim, None
+    _float_input(x, "std", "std and var only support floating point and complex dtypes")
     return Std.apply(x, norm_dims(dim, x.ndim, "std"), _correction(unbiased, correction), keepdim)
 
 
@@ -376,6 +410,9 @@ def argmin(x, dim=None, keepdim=False):
 
 
 def logsumexp(x, dim, keepdim=False):
+    if x._data.dtype.kind in "biu":
+        from varlens.ops.elementwise import _fl
+        x = _fl(x)  # integer input: the default float dtype, as PyTorch
     return LogSumExp.apply(x, norm_dims(dim, x.ndim, "logsumexp"), keepdim)
 
 
@@ -388,6 +425,9 @@ def _one_dim(dim, ndim, op):
 def softmax(x, dim=None, dtype=None, **_):
     if dtype is not None:
         x = x.to(dtype)
+    if x._data.dtype.kind in "biu":
+        from varlens.ops.elementwise import _float_only
+        _float_only(x, "softmax")
     if dim is None:
         dim = 0 if x.ndim in (0, 1, 3) else 1  # PyTorch's legacy implicit choice
     return Softmax.apply(x, _one_dim(dim, x.ndim, "softmax"))
@@ -396,6 +436,9 @@ def softmax(x, dim=None, dtype=None, **_):
 def log_softmax(x, dim=None, dtype=None, **_):
     if dtype is not None:
         x = x.to(dtype)
+    if x._data.dtype.kind in "biu":
+        from varlens.ops.elementwise import _float_only
+        _float_only(x, "log_softmax")
     if dim is None:
         dim = 0 if x.ndim in (0, 1, 3) else 1
     return LogSoftmax.apply(x, _one_dim(dim, x.ndim, "log_softmax"))
@@ -404,20 +447,27 @@ def log_softmax(x, dim=None, dtype=None, **_):
 def cumsum(x, dim, *, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
+    elif x._data.dtype.kind in "bu":
+        x = x.to("int64")  # bool/uint8 sums are int64 in PyTorch (NumPy: uint64)
     return CumSum.apply(x, _one_dim(dim, x.ndim, "cumsum"))
 
 
 def prod(x, dim=None, keepdim=False, *, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
+    elif x._data.dtype.kind in "bu":
+        x = x.to("int64")  # bool/uint8 products are int64 in PyTorch (NumPy: uint64)
     return Prod.apply(x, norm_dims(dim, x.ndim, "prod"), keepdim)
 
 
 def norm(x, p=2, dim=None, keepdim=False):
     """Vector p-norm over dim (all elements if None), differentiable."""
     from varlens.ops import elementwise as E
+    if x._data.dtype.kind in "biu":
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. "
+                           f"Got {_tname(x.dtype)} (dtype {x.dtype}); convert it with .float() first")
     if p in ("fro", 2, 2.0):
-        return E.sqrt(sum(E.mul(x, x), dim, keepdim))
+        return Norm2.apply(x, norm_dims(dim, x.ndim, "norm"), keepdim)
     if p in (1, 1.0):
         return sum(E.abs(x), dim, keepdim)
     if p == float("inf"):
@@ -427,9 +477,11 @@ def norm(x, p=2, dim=None, keepdim=False):
 
 def all(x, dim=None, keepdim=False):  # noqa: A001
     from varlens.tensor import Tensor
-    return Tensor._make(xp.asarray(xp.all(x._data, axis=None if dim is None else dim, keepdims=keepdim)))
+    r = xp.asarray(xp.all(x._data, axis=None if dim is None else dim, keepdims=keepdim))
+    return Tensor._make(r.astype(xp.uint8) if x._data.dtype == xp.uint8 else r)  # uint8 stays uint8 (PyTorch)
 
 
 def any(x, dim=None, keepdim=False):  # noqa: A001
     from varlens.tensor import Tensor
-    return Tensor._make(xp.asarray(xp.any(x._data, axis=None if dim is None else dim, keepdims=keepdim)))
+    r = xp.asarray(xp.any(x._data, axis=None if dim is None else dim, keepdims=keepdim))
+    return Tensor._make(r.astype(xp.uint8) if x._data.dtype == xp.uint8 else r)

@@ -93,11 +93,15 @@ class Stack(Function):
 
 
 # ---------------------------------------------------------------- wrappers
-def _view_of(out, x):
+def _view_of(out, x, kind=None, arg=None):
     """A result that shares x's memory shares x's version counter (as PyTorch views do),
-    so an in-place change through either is seen by a backward that saved the other."""
+    so an in-place change through either is seen by a backward that saved the other.
+    With ``kind`` the view also remembers its base, so an in-place op on it that is
+    recorded for autograd updates the base too (tensor._commit)."""
     if out._data.base is not None:
         out._version = x._version
+        if kind is not None and out._rg:
+            out._view_of = (x, kind, arg, x._data)
     return out
 
 
@@ -111,14 +115,57 @@ def reshape(x, *shape):
     shape = _shape_arg(shape)
     if shape == x.shape:
         return x
-    return _view_of(Reshape.apply(x, shape), x)
+    return _view_of(Reshape.apply(x, shape), x, "reshape", shape)
 
 
-view = reshape
+def view(x, *shape):
+    """x.view(*shape): a reshape that must not copy (torch raises when the strides make that
+    impossible, e.g. t().view(-1)); x.view(dtype) reinterprets the bits as another dtype."""
+    if len(shape) == 1 and _is_dtype(shape[0]):
+        return _view_dtype(x, shape[0])
+    shp = _shape_arg(shape)
+    if not x._data.flags.c_contiguous and x._data.size > 1:
+        try:
+            xp.reshape(x._data, shp, copy=False)
+        except ValueError as e:
+            if "copy" in str(e) or "without copying" in str(e) or "view" in str(e):
+                raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
+                                   "least one dimension spans across two contiguous subspaces). Use "
+                                   ".reshape(...) instead.") from None
+    return reshape(x, shp)
+
+
+def _is_dtype(d):
+    import numpy as _np
+    if isinstance(d, _np.dtype):
+        return True
+    return isinstance(d, type) and issubclass(d, _np.generic)
+
+
+def _view_dtype(x, dtype):
+    from varlens import backend as B
+    from varlens.tensor import Tensor
+    dt = B.to_dtype(dtype)
+    a = x._data
+    if dt == a.dtype:
+        return x
+    if dt.itemsize != a.itemsize:
+        if a.ndim == 0:
+            raise RuntimeError(f"view(dtype): a 0-d tensor can only be viewed as a dtype of the same size "
+                               f"({a.dtype} is {a.itemsize} bytes, {dt} is {dt.itemsize})")
+        if not a.flags.c_contiguous:
+            raise RuntimeError("view(dtype): the tensor must be contiguous to view it as a dtype of another size")
+        big = max(dt.itemsize, a.itemsize)
+        if dt.itemsize > a.itemsize and a.shape[-1] % (big // a.itemsize):
+            raise RuntimeError(f"self.size(-1) must be divisible by {big // a.itemsize} to view {a.dtype} as "
+                               f"{dt} (different element sizes), but got {a.shape[-1]}")
+    out = Tensor._make(a.view(dt))
+    out._version = x._version
+    return out
 
 
 def view_as(x, other):
-    return reshape(x, tuple(other.shape))
+    return view(x, tuple(other.shape))
 
 
 def permute(x, *dims):
@@ -127,7 +174,8 @@ def permute(x, *dims):
     if len(dims) != nd or sorted(d % nd for d in dims) != list(range(nd)):
         raise RuntimeError(f"permute: dims {dims} are not a permutation of the {nd} dimensions of a "
                            f"tensor of shape {tuple(x.shape)}")
-    return _view_of(Permute.apply(x, tuple(d % nd for d in dims)), x)
+    axes = tuple(d % nd for d in dims)
+    return _view_of(Permute.apply(x, axes), x, "permute", axes)
 
 
 def transpose(x, dim0, dim1):
@@ -139,7 +187,7 @@ def transpose(x, dim0, dim1):
             raise IndexError(f"transpose: dim {d} out of range for a tensor with {nd} dimensions")
     axes = list(range(nd))
     axes[dim0], axes[dim1] = axes[dim1], axes[dim0]
-    return _view_of(Permute.apply(x, tuple(axes)), x)
+    return _view_of(Permute.apply(x, tuple(axes)), x, "permute", tuple(axes))
 
 
 swapaxes = transpose
@@ -157,6 +205,13 @@ def squeeze(x, dim=None):
         new = tuple(d for d in s if d != 1)
     else:
         dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+        nd = max(x.ndim, 1)
+        for d in dims:
+            if not isinstance(d, int) or isinstance(d, bool):
+                raise TypeError(f"squeeze(): argument 'dim' must be an int or a tuple of ints, got {d!r}")
+            if not -nd <= d < nd:
+                raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], "
+                                 f"but got {d})")
         dims = {d % max(x.ndim, 1) for d in dims}
         new = tuple(d for i, d in enumerate(s) if not (i in dims and d == 1))
     return reshape(x, new)
@@ -221,10 +276,38 @@ def _dim(dim, ndim, op):
     return dim % ndim
 
 
-def cat(tensors, dim=0):
+def _check_seq(tensors, op):
+    from varlens.tensor import Tensor
+    if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)) and not hasattr(tensors, "__iter__"):
+        raise TypeError(f"{op}(): argument 'tensors' (position 1) must be a tuple or list of Tensors, not "
+                        f"{type(tensors).__name__} (write {op}([a, b]), not {op}(a, b))")
     tensors = list(tensors)
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}(): expected Tensor as element {i} in argument 'tensors', but got "
+                            f"{type(t).__name__}")
+    return tensors
+
+
+def _common_dtype(tensors):
+    """torch's promotion for cat: the highest category (bool < integer < float) wins, then the
+    widest dtype within it (cat([float32, int64]) is float32)."""
+    dts = {t._data.dtype for t in tensors}
+    if len(dts) == 1:
+        return None
+    for kinds in ("c", "f", "iu", "b"):
+        same = [d for d in dts if d.kind in kinds]
+        if same:
+            return xp.result_type(*same)
+
+
+def cat(tensors, dim=0):
+    tensors = _check_seq(tensors, "cat")
     if not tensors:
         raise RuntimeError("cat: expected a non-empty list of tensors")
+    dt = _common_dtype(tensors)
+    if dt is not None:
+        tensors = [t if t._data.dtype == dt else t.to(dt) for t in tensors]
     ref = tensors[0]
     d = _dim(dim, ref.ndim, "cat")
     for i, t in enumerate(tensors):
@@ -238,7 +321,10 @@ concat = concatenate = cat
 
 
 def stack(tensors, dim=0):
-    tensors = list(tensors)
+    tensors = _check_seq(tensors, "stack")
+    dt = _common_dtype(tensors) if tensors else None
+    if dt is not None:
+        tensors = [t if t._data.dtype == dt else t.to(dt) for t in tensors]
     if not tensors:
         raise RuntimeError("stack: expected a non-empty list of tensors")
     ref = tensors[0]

@@ -10,8 +10,11 @@ from varlens.optim.rmsprop import RMSprop
 from varlens.optim.adadelta import Adadelta
 from varlens.optim.adam import Adam
 from varlens.optim.adamw import AdamW
-from varlens.optim import lr_scheduler, scaling
+from varlens.optim.more import NAdam, RAdam, Adamax, ASGD, Rprop, Adafactor, Muon
+from varlens.optim.lbfgs import LBFGS
+from varlens.optim import lr_scheduler, scaling, swa_utils
 from varlens.optim.scaling import scale_lr
 
 __all__ = ["Optimizer", "SGD", "Adagrad", "RMSprop", "Adadelta", "Adam", "AdamW",
-           "lr_scheduler", "scaling", "scale_lr"]
+           "NAdam", "RAdam", "Adamax", "ASGD", "Rprop", "LBFGS", "Adafactor", "Muon",
+           "lr_scheduler", "swa_utils", "scaling", "scale_lr"]

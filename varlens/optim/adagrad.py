@@ -33,6 +33,10 @@ class Adagrad(Optimizer):
         super().add_param_group(param_group)
         self._init_state(self.param_groups[-1])   # PyTorch's Adagrad makes its state up front
 
+    def share_memory(self):
+        """PyTorch moves the sums into shared memory for multi-process training; varlens runs
+        in one process, so this does nothing."""
+
     def _init_state(self, group):
         v = group["initial_accumulator_value"]
         for p in group["params"]:

@@ -358,11 +358,19 @@ class SequentialLR(LRScheduler):
         self.optimizer = optimizer
         for g in optimizer.param_groups:
             g["lr"] = g["initial_lr"]
-        for s in schedulers:                      # undo the initial step each one took
-            s.last_epoch -= 1
+        self.recursive_undo()                     # undo the initial step each one took
         idx = bisect_right(milestones, 0)
         schedulers[idx]._initial_step()
         self._last_lr = schedulers[idx].get_last_lr()
+
+    def recursive_undo(self, sched=None):
+        """Step back every scheduler inside (through nested Chained/Sequential ones) by one."""
+        sched = self if sched is None else sched
+        if hasattr(sched, "_schedulers"):
+            for s in sched._schedulers:
+                self.recursive_undo(s)
+        elif hasattr(sched, "last_epoch"):
+            sched.last_epoch -= 1
 
     def step(self):
         self.last_epoch += 1
@@ -583,3 +591,9 @@ class OneCycleLR(LRScheduler):
                 else:
                     g["momentum"] = mom
         return lrs
+
+
+# the remaining PyTorch schedules live in lr_more.py (imported last: they subclass the above)
+from varlens.optim.lr_more import ChainedScheduler, CyclicLR, CosineAnnealingWarmRestarts  # noqa: E402
+
+__all__ += ["ChainedScheduler", "CyclicLR", "CosineAnnealingWarmRestarts"]

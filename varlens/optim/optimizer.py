@@ -16,13 +16,15 @@ import copy
 import functools
 import numbers
 from collections import defaultdict
+from collections.abc import Callable
 from itertools import chain
 
 from varlens import backend as B
 from varlens.autograd import grad_mode as _gm
 from varlens.tensor import Tensor
 
-__all__ = ["Optimizer", "required"]
+__all__ = ["Optimizer", "required", "register_optimizer_step_pre_hook",
+           "register_optimizer_step_post_hook"]
 
 
 class _Required:
@@ -72,6 +74,17 @@ class Optimizer:
     Subclasses implement ``step`` (and may override ``_init_group_state``).
     """
 
+    # per-parameter state arrays have the parameter's shape (checked on load); LBFGS's don't
+    _state_like_params = True
+    # PyTorch's type aliases for step hooks: hook(optimizer, args, kwargs)
+    OptimizerPreHook = OptimizerPostHook = Callable
+
+    @staticmethod
+    def profile_hook_step(func):
+        """PyTorch decorates ``step`` with this; varlens runs the hooks around every subclass's
+        ``step`` already, so it returns ``func`` unchanged."""
+        return func
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "step" in cls.__dict__:
@@ -94,6 +107,11 @@ class Optimizer:
                 f"{name}: params must be an ordered collection (a list, a tuple or a generator), "
                 f"got a {type(params).__name__}; its order would change between runs and so would "
                 "the meaning of a saved state_dict")
+        try:
+            params = iter(params)
+        except TypeError:
+            raise TypeError(f"{name}: params must be an iterable of Tensors or of dicts (parameter "
+                            f"groups), e.g. model.parameters(), got {type(params).__name__}") from None
         param_groups = list(params)
         if len(param_groups) == 0:
             raise ValueError(f"{name}: optimizer got an empty parameter list (params=[]); pass the "
@@ -191,6 +209,27 @@ class Optimizer:
         """Call ``hook(optimizer, args, kwargs)`` after every step.  Returns a handle."""
         return _Handle(self._step_post_hooks, hook)
 
+    def _hook_table(self, name):
+        return self.__dict__.setdefault(name, {})
+
+    def register_state_dict_pre_hook(self, hook, prepend=False):
+        """Call ``hook(optimizer)`` at the start of ``state_dict()``.  Returns a handle."""
+        return _Handle(self._hook_table("_sd_pre_hooks"), hook, prepend)
+
+    def register_state_dict_post_hook(self, hook, prepend=False):
+        """Call ``hook(optimizer, state_dict)`` at the end of ``state_dict()``; a dict it
+        returns replaces the result.  Returns a handle."""
+        return _Handle(self._hook_table("_sd_post_hooks"), hook, prepend)
+
+    def register_load_state_dict_pre_hook(self, hook, prepend=False):
+        """Call ``hook(optimizer, state_dict)`` before loading; a dict it returns is loaded
+        instead.  Returns a handle."""
+        return _Handle(self._hook_table("_load_pre_hooks"), hook, prepend)
+
+    def register_load_state_dict_post_hook(self, hook, prepend=False):
+        """Call ``hook(optimizer)`` after ``load_state_dict()``.  Returns a handle."""
+        return _Handle(self._hook_table("_load_post_hooks"), hook, prepend)
+
     def _closure(self, closure):
         if closure is None:
             return None
@@ -205,6 +244,8 @@ class Optimizer:
         PyTorch (which returns references that later steps keep changing), the arrays in the
         returned state are copies, so a saved dict stays what it was when saved.
         """
+        for h in list(self.__dict__.get("_sd_pre_hooks", {}).values()):
+            h(self)
         index, groups, start = {}, [], 0
         for g in self.param_groups:
             ids = list(range(start, start + len(g["params"])))
@@ -220,11 +261,20 @@ class Optimizer:
                 st = self.state.get(p)
                 if st:
                     state[index[id(p)]] = {k: _copy_value(v) for k, v in st.items()}
-        return {"state": state, "param_groups": groups}
+        out = {"state": state, "param_groups": groups}
+        for h in list(self.__dict__.get("_sd_post_hooks", {}).values()):
+            r = h(self, out)
+            if r is not None:
+                out = r
+        return out
 
     def load_state_dict(self, state_dict):
         """Load a dict made by ``state_dict()``: the groups must match in number and sizes."""
         name = type(self).__name__
+        for h in list(self.__dict__.get("_load_pre_hooks", {}).values()):
+            r = h(self, state_dict)
+            if r is not None:
+                state_dict = r
         if not isinstance(state_dict, dict) or "state" not in state_dict or "param_groups" not in state_dict:
             raise ValueError(f"{name}.load_state_dict: expected a dict with keys 'state' and "
                              f"'param_groups' (from state_dict()), got {type(state_dict).__name__}"
@@ -252,7 +302,10 @@ class Optimizer:
                 if key == "step":
                     entry[key] = _copy_value(val)
                 elif isinstance(val, Tensor):
-                    if tuple(val._data.shape) != tuple(p._data.shape):
+                    # 0-d entries are per-parameter scalars (NAdam's mu_product, ASGD's eta);
+                    # like PyTorch they are cast to the parameter's dtype on load
+                    if (val._data.ndim and self._state_like_params
+                            and tuple(val._data.shape) != tuple(p._data.shape)):
                         raise ValueError(f"{name}.load_state_dict: state[{k}][{key!r}] has shape "
                                          f"{tuple(val._data.shape)} but parameter {k} has shape "
                                          f"{tuple(p._data.shape)}")
@@ -270,6 +323,8 @@ class Optimizer:
             new_groups.append(s)
         self.state = state
         self.param_groups = new_groups
+        for h in list(self.__dict__.get("_load_post_hooks", {}).values()):
+            h(self)
 
     def __getstate__(self):
         return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups,
@@ -294,8 +349,8 @@ def _with_hooks(step):
     @functools.wraps(step)
     def wrapper(self, *args, **kwargs):
         self._opt_called = True
-        if self._step_pre_hooks:
-            for h in list(self._step_pre_hooks.values()):
+        if self._step_pre_hooks or _GLOBAL_PRE:
+            for h in list(_GLOBAL_PRE.values()) + list(self._step_pre_hooks.values()):
                 r = h(self, args, kwargs)
                 if r is not None:
                     if not (isinstance(r, tuple) and len(r) == 2):
@@ -303,21 +358,38 @@ def _with_hooks(step):
                                            f"got {r!r}")
                     args, kwargs = r
         out = step(self, *args, **kwargs)
-        if self._step_post_hooks:
-            for h in list(self._step_post_hooks.values()):
+        if self._step_post_hooks or _GLOBAL_POST:
+            for h in list(self._step_post_hooks.values()) + list(_GLOBAL_POST.values()):
                 h(self, args, kwargs)
         return out
     return wrapper
 
 
+# hooks run around the step of every optimiser (global ones first before, last after)
+_GLOBAL_PRE, _GLOBAL_POST = {}, {}
+
+
+def register_optimizer_step_pre_hook(hook):
+    """Call ``hook(optimizer, args, kwargs)`` before the step of every optimiser."""
+    return _Handle(_GLOBAL_PRE, hook)
+
+
+def register_optimizer_step_post_hook(hook):
+    """Call ``hook(optimizer, args, kwargs)`` after the step of every optimiser."""
+    return _Handle(_GLOBAL_POST, hook)
+
+
 class _Handle:
     _next = [0]
 
-    def __init__(self, table, hook):
+    def __init__(self, table, hook, prepend=False):
         self._table = table
         self.id = _Handle._next[0]
         _Handle._next[0] += 1
         table[self.id] = hook
+        if prepend:                       # run before the hooks already there
+            for k in [k for k in table if k != self.id]:
+                table[k] = table.pop(k)   # move each older hook behind the new one
 
     def remove(self):
         self._table.pop(self.id, None)

@@ -275,6 +275,8 @@ class Trainer:
             if self.out_dir is None:
                 raise ValueError("save_checkpoint: give a path or build the Trainer with out_dir")
             path = os.path.join(self.out_dir, "checkpoints", f"step-{self.step:08d}.ckpt")
+        # varlens.save (like torch.save) wants the folder to exist; a run creates its own
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         ckpt.save(self.state_dict(train_loader), path)
         self.last_checkpoint = path
         if self.out_dir is not None and self.keep_checkpoints:

@@ -111,17 +111,20 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
     return x, Tensor._make(sequence.lengths.copy())
 
 
-def pad_sequence(sequences, batch_first=False, padding_value=0.0):
-    """Stack tensors of shapes (L_i, *) into (L_max, B, *) (or (B, L_max, *)), padding the tail."""
+def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="right"):
+    """Stack tensors of shapes (L_i, *) into (L_max, B, *) (or (B, L_max, *)), padding the tail
+    (``padding_side='left'``: the head)."""
     seqs = list(sequences)
     if not seqs:
         raise ValueError("pad_sequence: expected a non-empty list of tensors")
+    if padding_side not in ("left", "right"):
+        raise ValueError(f"pad_sequence: padding_side must be 'left' or 'right', got {padding_side!r}")
     L = max(s.shape[0] for s in seqs)
     rows = []
     for s in seqs:
         if s.shape[0] < L:
             pad = Tensor._make(np.full((L - s.shape[0],) + tuple(s.shape[1:]), padding_value, dtype=s.dtype))
-            s = _ops.cat([s, pad], dim=0)
+            s = _ops.cat([s, pad] if padding_side == "right" else [pad, s], dim=0)
         rows.append(s)
     return _ops.stack(rows, dim=0 if batch_first else 1)
 
@@ -131,3 +134,7 @@ def lengths_to_mask(lengths, max_len=None, dtype=np.float32):
     lens = _lengths_array(lengths)
     T = int(lens.max()) if max_len is None else int(max_len)
     return (np.arange(T)[:, None] < lens[None, :]).astype(dtype)
+
+
+from varlens.nn.utils.rnn_extra import (invert_permutation, pack_sequence, unpack_sequence,  # noqa: E402,F401
+                                        unpad_sequence)

@@ -17,61 +17,53 @@ of ``state_dict``, so a resumed run gets exactly the augmented batches it would 
 """
 from __future__ import annotations
 
+import multiprocessing
 import numbers
 
 import numpy as np
 
 from varlens.tensor import Tensor
-from varlens.utils.data.dataset import Subset, TensorDataset
-from varlens.utils.data.sampler import BatchSampler, RandomSampler, SequentialSampler
+from varlens.utils.data import worker as _worker
+from varlens.utils.data.collate import default_collate, default_convert  # noqa: F401  (re-export)
+from varlens.utils.data.dataset import IterableDataset, Subset, TensorDataset
+from varlens.utils.data.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
 
-def default_collate(batch):
-    """Stack a list of samples into a batch, keeping their structure.
+class _InfiniteConstantSampler(Sampler):
+    """The sampler of an IterableDataset: None forever (the dataset's iterator decides)."""
 
-    Tensors and arrays are stacked along a new first dimension; Python floats make a
-    float64 tensor and ints an int64 tensor (as PyTorch); tuples, lists and dicts are
-    collated field by field; strings stay a list.
-    """
-    if not isinstance(batch, (list, tuple)) or len(batch) == 0:
-        raise TypeError(f"default_collate: expected a non-empty list of samples, got {batch!r:.80}")
-    first = batch[0]
-    if isinstance(first, Tensor):
-        return Tensor._make(np.stack([b._data for b in batch]))
-    if isinstance(first, np.ndarray):
-        return Tensor._make(np.stack(batch))
-    if isinstance(first, (bool, np.bool_)):
-        return Tensor._make(np.asarray(batch, dtype=np.bool_))
-    if isinstance(first, numbers.Integral):
-        return Tensor._make(np.asarray(batch, dtype=np.int64))
-    if isinstance(first, numbers.Real):
-        return Tensor._make(np.asarray(batch, dtype=np.float64))
-    if isinstance(first, (str, bytes)):
-        return list(batch)
-    if isinstance(first, dict):
-        return {k: default_collate([b[k] for b in batch]) for k in first}
-    if isinstance(first, (tuple, list)):
-        n = len(first)
-        if any(len(b) != n for b in batch):
-            raise RuntimeError("default_collate: each element in the batch should be of equal size, "
-                               f"got sizes {sorted({len(b) for b in batch})}")
-        out = [default_collate(list(field)) for field in zip(*batch)]
-        if hasattr(first, "_fields"):       # namedtuple
-            return type(first)(*out)
-        return tuple(out) if isinstance(first, tuple) else out
-    raise TypeError(f"default_collate: batch must contain tensors, NumPy arrays, numbers, dicts or "
-                    f"lists; found {type(first).__name__}")
+    def __iter__(self):
+        while True:
+            yield None
+
+
+def _as_worker(gen, info):
+    """Run each step of ``gen`` with ``get_worker_info()`` reporting ``info`` (reset in between)."""
+    while True:
+        prev = _worker._set(info)
+        try:
+            item = next(gen)
+        except StopIteration:
+            return
+        finally:
+            _worker._set(prev)
+        yield item
+
+
+def _plain(ds, cls, *extra):
+    """``ds`` reads samples exactly as ``cls`` does (no overridden __getitem__ and ``extra``)."""
+    return all(getattr(type(ds), n, None) is getattr(cls, n, None) for n in ("__getitem__",) + extra)
 
 
 def _tensor_base(dataset):
     """(arrays, index map) when ``dataset`` is a TensorDataset or Subsets of one, else None."""
     remap = None
-    while isinstance(dataset, Subset):
+    while isinstance(dataset, Subset) and _plain(dataset, Subset, "__getitems__"):
         ind = np.asarray(dataset.indices, dtype=np.int64)
         remap = ind if remap is None else ind[remap]
         dataset = dataset.dataset
-    if not isinstance(dataset, TensorDataset):
-        return None
+    if not (isinstance(dataset, TensorDataset) and _plain(dataset, TensorDataset, "__getitems__")):
+        return None   # a subclass that changes how samples are read takes the general path
     return [t._data for t in dataset.tensors], remap
 
 
@@ -79,50 +71,125 @@ class DataLoader:
     """Iterate a dataset in batches (``torch.utils.data.DataLoader``'s arguments and defaults).
 
     ``generator`` (a ``varlens.Generator``) seeds the shuffle; without one, each epoch's
-    order is drawn from the global generator (``varlens.manual_seed``).  ``num_workers``
-    is accepted for compatibility and must be 0: loading runs in the main process.
+    order is drawn from the global generator (``varlens.manual_seed``).
+
+    Loading always runs in the main process.  The multiprocessing arguments are accepted
+    and checked as PyTorch checks them (``num_workers >= 0``, ``timeout >= 0``,
+    ``prefetch_factor`` and ``persistent_workers`` only with ``num_workers > 0``, a valid
+    ``multiprocessing_context``), then: with ``num_workers > 0`` one emulated worker runs in
+    this process -- ``worker_init_fn(0)`` is called at the start of each pass (once, with
+    ``persistent_workers=True``) and ``get_worker_info()`` reports ``id=0, num_workers=1``
+    while it fetches, so the batches are exactly those of ``num_workers=0``.  ``pin_memory``,
+    ``pin_memory_device``, ``prefetch_factor``, ``timeout`` and ``in_order`` have no effect
+    (there is no accelerator and no worker queue).
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
                  num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
-                 worker_init_fn=None, generator=None, batch_transform=None, **unused):
+                 worker_init_fn=None, multiprocessing_context=None, generator=None, *,
+                 prefetch_factor=None, persistent_workers=False, pin_memory_device="", in_order=True,
+                 batch_transform=None, **unused):
         if unused:
             valid = ("dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, "
-                     "pin_memory, drop_last, timeout, worker_init_fn, generator, batch_transform")
+                     "pin_memory, drop_last, timeout, worker_init_fn, multiprocessing_context, generator, "
+                     "prefetch_factor, persistent_workers, pin_memory_device, in_order, batch_transform")
             raise TypeError(f"DataLoader: unexpected argument(s) {sorted(unused)}; valid ones: {valid}")
-        if num_workers != 0:
-            raise ValueError(f"DataLoader: num_workers must be 0 in varlens (loading runs in the main "
-                             f"process), got {num_workers}")
+        if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)):
+            raise TypeError(f"DataLoader: num_workers must be an int, got {type(num_workers).__name__}")
+        if num_workers < 0:
+            raise ValueError("DataLoader: num_workers option should be non-negative; use num_workers=0 to "
+                             f"disable multiprocessing (got num_workers={num_workers})")
+        if not isinstance(timeout, numbers.Real) or timeout < 0:
+            raise ValueError(f"DataLoader: timeout option should be non-negative, got timeout={timeout!r}")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError("DataLoader: prefetch_factor option could only be specified in multiprocessing; "
+                             "let num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to "
+                             f"None (got prefetch_factor={prefetch_factor!r})")
+        if num_workers > 0 and prefetch_factor is None:
+            prefetch_factor = 2
+        elif prefetch_factor is not None and (isinstance(prefetch_factor, bool) or
+                                              not isinstance(prefetch_factor, (int, np.integer))
+                                              or prefetch_factor < 0):
+            raise ValueError(f"DataLoader: prefetch_factor option should be non-negative (an int), got "
+                             f"{prefetch_factor!r}")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("DataLoader: persistent_workers option needs num_workers > 0")
+        if multiprocessing_context is not None:
+            if num_workers == 0:
+                raise ValueError("DataLoader: multiprocessing_context can only be used with multi-process "
+                                 f"loading (num_workers > 0), but got num_workers={num_workers}")
+            if isinstance(multiprocessing_context, str):
+                valid_methods = multiprocessing.get_all_start_methods()
+                if multiprocessing_context not in valid_methods:
+                    raise ValueError("DataLoader: multiprocessing_context option should specify a valid start "
+                                     f"method in {valid_methods!r}, but got "
+                                     f"multiprocessing_context={multiprocessing_context!r}")
+            elif not isinstance(multiprocessing_context, multiprocessing.context.BaseContext):
+                raise TypeError("DataLoader: multiprocessing_context option should be a valid context object "
+                                "or a string specifying the start method, but got "
+                                f"multiprocessing_context={multiprocessing_context!r}")
+        if worker_init_fn is not None and not callable(worker_init_fn):
+            raise TypeError(f"DataLoader: worker_init_fn must be callable or None, got {worker_init_fn!r}")
+        if collate_fn is not None and not callable(collate_fn):
+            raise TypeError(f"DataLoader: collate_fn must be callable or None, got {collate_fn!r}")
+        self._iterable = isinstance(dataset, IterableDataset)
+        if self._iterable:
+            if shuffle not in (False, None):
+                raise ValueError("DataLoader with IterableDataset: expected unspecified shuffle option, but "
+                                 f"got shuffle={shuffle}")
+            if sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified sampler option, but "
+                                 f"got sampler={sampler}")
+            if batch_sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified batch_sampler option, "
+                                 f"but got batch_sampler={batch_sampler}")
         if batch_sampler is not None:
             if batch_size != 1 or shuffle or sampler is not None or drop_last:
                 raise ValueError("DataLoader: batch_sampler option is mutually exclusive with "
                                  "batch_size, shuffle, sampler, and drop_last")
             batch_size = None
-        elif batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
-                                         or batch_size <= 0):
-            raise ValueError(f"DataLoader: batch_size must be a positive int or None, got {batch_size!r}")
+        elif batch_size is None:
+            if drop_last:
+                raise ValueError("DataLoader: batch_size=None option disables auto-batching and is mutually "
+                                 "exclusive with drop_last")
+        elif isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
+            raise ValueError(f"DataLoader: batch_size should be a positive integer value or None, got "
+                             f"batch_size={batch_size!r}")
         if sampler is not None and shuffle:
             raise ValueError("DataLoader: sampler option is mutually exclusive with shuffle")
         self.dataset = dataset
-        self.batch_size = batch_size
-        self.drop_last = drop_last
-        self.num_workers = 0
+        self.batch_size = None if batch_size is None else int(batch_size)
+        self.drop_last = bool(drop_last)
+        self.num_workers = int(num_workers)
+        self.prefetch_factor = prefetch_factor
+        self.persistent_workers = bool(persistent_workers)
+        self.pin_memory = bool(pin_memory)
+        self.pin_memory_device = pin_memory_device
+        self.timeout = timeout
+        self.worker_init_fn = worker_init_fn
+        self.multiprocessing_context = multiprocessing_context
+        self.in_order = in_order
         self.generator = generator
         if sampler is None:
-            sampler = (RandomSampler(dataset, generator=generator) if shuffle
-                       else SequentialSampler(dataset))
+            if self._iterable:
+                sampler = _InfiniteConstantSampler()
+            else:
+                sampler = (RandomSampler(dataset, generator=generator) if shuffle
+                           else SequentialSampler(dataset))
         self.sampler = sampler
-        if batch_sampler is None and batch_size is not None:
-            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+        if batch_sampler is None and batch_size is not None and not self._iterable:
+            batch_sampler = BatchSampler(sampler, self.batch_size, self.drop_last)
         self.batch_sampler = batch_sampler
-        self._auto_collation = batch_sampler is not None
+        self._auto_collation = batch_sampler is not None or (self._iterable and batch_size is not None)
         self.collate_fn = collate_fn if collate_fn is not None else (
-            default_collate if self._auto_collation else (lambda x: x))
-        self._fast = _tensor_base(dataset) if (collate_fn is None and self._auto_collation) else None
+            default_collate if self._auto_collation else default_convert)
+        self._fast = (_tensor_base(dataset) if (collate_fn is None and self._auto_collation
+                                                and not self._iterable) else None)
         self._batches_done = 0
         self._in_epoch = False
         self._skip = 0
         self._epochs_started = 0
+        self._workers_started = False
         if batch_transform is not None and not callable(batch_transform):
             raise TypeError(f"DataLoader: batch_transform must be callable or None, got {batch_transform!r}")
         self.batch_transform = batch_transform
@@ -143,9 +210,26 @@ class DataLoader:
         self._batches_done = 0
         if self.batch_transform is not None:
             self._start_transform_pass()
-        if not self._auto_collation:
-            return self._iter_single(skip)
-        return self._iter_batches(skip)
+        info = None
+        if self.num_workers > 0:
+            from varlens.random import _gen
+            g = _gen(self._order_generator())
+            info = _worker.WorkerInfo(id=0, num_workers=1, seed=(g.initial_seed() + self._epochs_started)
+                                      % 2 ** 63, dataset=self.dataset)
+            if self.worker_init_fn is not None and not (self.persistent_workers and self._workers_started):
+                prev = _worker._set(info)
+                try:
+                    self.worker_init_fn(0)
+                finally:
+                    _worker._set(prev)
+            self._workers_started = True
+        if self._iterable:
+            gen = self._iter_stream(skip)
+        elif not self._auto_collation:
+            gen = self._iter_single(skip)
+        else:
+            gen = self._iter_batches(skip)
+        return gen if info is None else _as_worker(gen, info)
 
     def _start_transform_pass(self):
         if self._pending_transform_seed is not None:
@@ -161,7 +245,7 @@ class DataLoader:
             return batch
         rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(self._transform_seed, spawn_key=(k,))))
         if isinstance(batch, (tuple, list)):
-            return (self.batch_transform(batch[0], generator=rng),) + tuple(batch[1:])
+            return type(batch)([self.batch_transform(batch[0], generator=rng), *batch[1:]])
         return self.batch_transform(batch, generator=rng)
 
     def _iter_single(self, skip):
@@ -172,9 +256,34 @@ class DataLoader:
             yield self._transformed(self.collate_fn(self.dataset[i]), k)
         self._in_epoch = False
 
+    def _iter_stream(self, skip):
+        """An IterableDataset: its samples in order, grouped by ``batch_size`` when batching."""
+        it, bs, k = iter(self.dataset), self.batch_size, 0
+        while True:
+            if bs is None:
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    break
+            else:
+                batch = []
+                for _ in range(bs):
+                    try:
+                        batch.append(next(it))
+                    except StopIteration:
+                        break
+                if not batch or (self.drop_last and len(batch) < bs):
+                    break
+            self._batches_done = k + 1
+            if k >= skip:
+                yield self._transformed(self.collate_fn(batch), k)
+            k += 1
+        self._in_epoch = False
+
     def _iter_batches(self, skip):
         arrays, remap = (None, None) if self._fast is None else self._fast
         ds, collate = self.dataset, self.collate_fn
+        getitems = getattr(ds, "__getitems__", None)
         for k, idx in enumerate(self._index_batches()):
             self._batches_done = k + 1
             if k < skip:
@@ -182,12 +291,23 @@ class DataLoader:
             if arrays is not None:
                 if remap is not None:
                     idx = remap[idx]
-                yield self._transformed(tuple(Tensor._make(a[idx]) for a in arrays), k)
+                yield self._transformed([Tensor._make(a[idx]) for a in arrays], k)
+            elif callable(getitems):
+                yield self._transformed(collate(getitems([int(i) for i in idx])), k)
             else:
                 yield self._transformed(collate([ds[int(i)] for i in idx]), k)
         self._in_epoch = False
 
     def __len__(self):
+        if self._iterable:
+            try:
+                n = len(self.dataset)
+            except TypeError:
+                raise TypeError(f"DataLoader: len() of a loader over an IterableDataset needs the dataset to "
+                                f"define __len__; {type(self.dataset).__name__} does not") from None
+            if self.batch_size is None:
+                return n
+            return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
         if self.batch_sampler is not None:
             return len(self.batch_sampler)
         return len(self.sampler)

@@ -134,3 +134,43 @@ class BatchSampler(Sampler):
     def __len__(self):
         n = len(self.sampler)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+
+class WeightedRandomSampler(Sampler):
+    """``num_samples`` indices in ``[0, len(weights))`` drawn with probabilities proportional to
+    ``weights`` (which need not sum to 1), with or without replacement (torch's arguments
+    and checks).  The draws come from ``varlens.multinomial``: the same distribution as
+    PyTorch's, not the same numbers."""
+
+    def __init__(self, weights, num_samples, replacement=True, generator=None):
+        if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)) or num_samples <= 0:
+            raise ValueError("WeightedRandomSampler: num_samples should be a positive integer value, but got "
+                             f"num_samples={num_samples!r}")
+        if not isinstance(replacement, bool):
+            raise ValueError("WeightedRandomSampler: replacement should be a boolean value, but got "
+                             f"replacement={replacement!r}")
+        from varlens.tensor import Tensor
+        w = weights._data if isinstance(weights, Tensor) else weights
+        try:
+            w = np.asarray(w, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"WeightedRandomSampler: weights must be a sequence of numbers, got "
+                            f"{type(weights).__name__} ({e})") from None
+        if w.ndim != 1:
+            raise ValueError("WeightedRandomSampler: weights should be a 1d sequence but given weights have "
+                             f"shape {tuple(w.shape)}")
+        self.weights = Tensor._make(w)
+        self.num_samples = int(num_samples)
+        self.replacement = replacement
+        self.generator = generator
+
+    def _index_array(self):
+        from varlens.creation import multinomial
+        return multinomial(self.weights, self.num_samples, self.replacement,
+                           generator=self.generator)._data.astype(np.int64)
+
+    def __iter__(self):
+        return iter(self._index_array().tolist())
+
+    def __len__(self):
+        return self.num_samples

@@ -1,0 +1,166 @@
+"""torch.amp / torch.autocast and GradScaler, as pass-throughs.
+
+Automatic mixed precision runs chosen ops in float16/bfloat16 on a GPU.  varlens runs
+on the CPU in the tensors' own dtypes (float32 by default), so ``autocast`` changes
+nothing: it is a context manager and decorator that only checks its arguments.
+``GradScaler`` keeps torch's interface (scale, unscale_, step, update, get_scale,
+state_dict): when enabled, scale(loss) multiplies by the current scale and unscale_/step
+divide it back out (skipping a step whose gradients hold inf/NaN and backing the scale
+off), so training gives the same numbers as without it; when disabled it passes
+everything through.
+"""
+from __future__ import annotations
+
+import functools
+
+_DEVICES = ("cpu", "cuda", "mps", "xpu", "xla", "hpu", "mtia", "meta")
+
+
+class autocast:
+    """``with autocast('cpu'):`` / ``@autocast('cuda')``: accepted and does nothing in varlens."""
+
+    def __init__(self, device_type="cpu", dtype=None, enabled=True, cache_enabled=None):
+        dt = str(getattr(device_type, "type", device_type))
+        if dt not in _DEVICES:
+            raise ValueError(f"autocast: device_type must be one of {_DEVICES}, got {device_type!r}")
+        self.device_type, self.fast_dtype, self._enabled = dt, dtype, bool(enabled)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with self:
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+def is_autocast_available(device_type):
+    return False
+
+
+def custom_fwd(fwd=None, *, device_type="cpu", cast_inputs=None):
+    """Decorator for a custom Function's forward under autocast: a no-op in varlens."""
+    if fwd is None:
+        return lambda f: f
+    return fwd
+
+
+def custom_bwd(bwd=None, *, device_type="cpu"):
+    if bwd is None:
+        return lambda f: f
+    return bwd
+
+
+class GradScaler:
+    """Loss scaling with torch's interface; see the module docstring."""
+
+    def __init__(self, device="cpu", init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
+                 growth_interval=2000, enabled=True):
+        if growth_factor <= 1.0:
+            raise ValueError(f"GradScaler: growth_factor must be > 1, got {growth_factor}")
+        if not 0.0 < backoff_factor < 1.0:
+            raise ValueError(f"GradScaler: backoff_factor must be in (0, 1), got {backoff_factor}")
+        self._enabled = bool(enabled)
+        self._scale = float(init_scale)
+        self._growth_factor, self._backoff_factor = float(growth_factor), float(backoff_factor)
+        self._growth_interval = int(growth_interval)
+        self._growth_tracker = 0
+        self._unscaled = set()
+        self._found_inf = {}
+
+    def is_enabled(self):
+        return self._enabled
+
+    def get_scale(self):
+        return self._scale if self._enabled else 1.0
+
+    def scale(self, outputs):
+        """outputs times the current scale (a tensor, or a list/tuple of them)."""
+        if not self._enabled:
+            return outputs
+        if isinstance(outputs, (list, tuple)):
+            return type(outputs)(self.scale(o) for o in outputs)
+        return outputs * self._scale
+
+    def unscale_(self, optimizer):
+        """Divide the gradients of ``optimizer``'s parameters by the scale (once per step)."""
+        if not self._enabled:
+            return
+        if id(optimizer) in self._unscaled:
+            raise RuntimeError("unscale_() has already been called on this optimizer since the last update()")
+        from varlens.autograd.grad_mode import no_grad
+        import numpy as np
+        inv = 1.0 / self._scale
+        found = False
+        with no_grad():
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        p.grad._data = p.grad._data * np.asarray(inv, dtype=p.grad._data.dtype)
+                        if not bool(np.isfinite(p.grad._data).all()):
+                            found = True
+        self._unscaled.add(id(optimizer))
+        self._found_inf[id(optimizer)] = found
+
+    def step(self, optimizer, *args, **kwargs):
+        """Unscale (if not done yet) and call optimizer.step() unless a gradient is inf/NaN."""
+        if not self._enabled:
+            return optimizer.step(*args, **kwargs)
+        if id(optimizer) not in self._unscaled:
+            self.unscale_(optimizer)
+        if self._found_inf.get(id(optimizer)):
+            return None
+        return optimizer.step(*args, **kwargs)
+
+    def update(self, new_scale=None):
+        """Adjust the scale: back off after an inf/NaN step, grow after growth_interval good steps."""
+        if not self._enabled:
+            return
+        if new_scale is not None:
+            self._scale = float(new_scale.item() if hasattr(new_scale, "item") else new_scale)
+        elif any(self._found_inf.values()):
+            self._scale *= self._backoff_factor
+            self._growth_tracker = 0
+        else:
+            self._growth_tracker += 1
+            if self._growth_tracker == self._growth_interval:
+                self._scale *= self._growth_factor
+                self._growth_tracker = 0
+        self._unscaled.clear()
+        self._found_inf.clear()
+
+    def get_growth_factor(self):
+        return self._growth_factor
+
+    def get_backoff_factor(self):
+        return self._backoff_factor
+
+    def get_growth_interval(self):
+        return self._growth_interval
+
+    def state_dict(self):
+        if not self._enabled:
+            return {}
+        return {"scale": self._scale, "growth_factor": self._growth_factor,
+                "backoff_factor": self._backoff_factor, "growth_interval": self._growth_interval,
+                "_growth_tracker": self._growth_tracker}
+
+    def load_state_dict(self, state_dict):
+        if not self._enabled:
+            return
+        if not state_dict:
+            raise RuntimeError("GradScaler.load_state_dict: the state dict is empty (saved from a "
+                               "disabled GradScaler?)")
+        self._scale = float(state_dict["scale"])
+        self._growth_factor = float(state_dict["growth_factor"])
+        self._backoff_factor = float(state_dict["backoff_factor"])
+        self._growth_interval = int(state_dict["growth_interval"])
+        self._growth_tracker = int(state_dict["_growth_tracker"])
+
+
+__all__ = ["autocast", "GradScaler", "custom_fwd", "custom_bwd", "is_autocast_available"]

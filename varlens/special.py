@@ -1,0 +1,352 @@
+"""varlens.special: PyTorch's torch.special namespace.
+
+Most entries are the varlens ops under torch.special's names (erf, expit, gammaln, psi,
+logsumexp, ...), so their gradients are those ops' checked gradients.  A few need a tail-accurate
+primitive and are one Function each here (ndtri, log_ndtr, erfcx, i0e, i1, i1e, entr), each with
+its derivative beside it.  As everywhere in varlens, integer and bool inputs give the default
+float dtype (float32), as PyTorch.  The Bessel, Airy and orthogonal-polynomial functions have
+no gradient (as PyTorch); zeta, gammainc and gammaincc differentiate in their second argument only.
+"""
+from __future__ import annotations
+
+import math
+
+from varlens import ops as _ops
+from varlens.autograd.function import Function
+from varlens.backend import xp
+from varlens.ops import dual as D
+from varlens.ops.elementwise import _fl, erf, erfc, exp2, expm1, log1p  # noqa: F401
+from varlens.ops.more import digamma, erfinv, xlogy  # noqa: F401
+from varlens.ops.more import lgamma as gammaln
+from varlens.ops.surface import i0, polygamma, sinc  # noqa: F401
+from varlens.tensor import Tensor
+
+__all__ = ["erf", "erfc", "erfcx", "erfinv", "expit", "logit", "xlogy", "xlog1py", "log1p", "expm1",
+           "exp2", "gammaln", "digamma", "psi", "polygamma", "multigammaln", "i0", "i0e", "i1", "i1e",
+           "ndtr", "ndtri", "log_ndtr", "sinc", "entr", "logsumexp", "softmax", "log_softmax", "round",
+           "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0", "modified_bessel_i1",
+           "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
+           "spherical_bessel_j0", "airy_ai", "chebyshev_polynomial_t", "chebyshev_polynomial_u",
+           "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "hermite_polynomial_h",
+           "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p", "zeta", "gammainc",
+           "gammaincc"]
+
+psi = digamma
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+
+
+def _t(x, name):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"special.{name}(): argument 'input' must be a Tensor, got {type(x).__name__}")
+    return _fl(x)
+
+
+def _sp(name):
+    import scipy.special as S
+    return getattr(S, name)
+
+
+class _Scipy(Function):
+    """Forward by a SciPy special function; the derivative is written in each subclass.
+    Second derivatives are not implemented for these (backward uses SciPy on arrays)."""
+
+    differentiable_backward = False
+    fn = ""
+
+    def forward(self, x):
+        y = _sp(self.fn)(x).astype(x.dtype, copy=False)
+        self.save_for_backward(x, y)
+        return y
+
+
+class Ndtri(_Scipy):
+    """y = Phi^{-1}(p) (the standard normal quantile);  dy/dp = 1/phi(y) = sqrt(2 pi) e^{y^2/2}."""
+
+    fn = "ndtri"
+
+    def backward(self, g):
+        _, y = self.saved
+        return g * _SQRT_2PI * xp.exp(0.5 * y * y)
+
+
+class LogNdtr(_Scipy):
+    """y = log Phi(x);  dy/dx = phi(x)/Phi(x) = exp(-x^2/2 - log sqrt(2 pi) - y) (no underflow)."""
+
+    fn = "log_ndtr"
+
+    def backward(self, g):
+        x, y = self.saved
+        return g * xp.exp(-0.5 * x * x - _LOG_SQRT_2PI - y)
+
+
+class Erfcx(_Scipy):
+    """y = e^{x^2} erfc(x);  dy/dx = 2 x y - 2/sqrt(pi)."""
+
+    fn = "erfcx"
+
+    def backward(self, g):
+        x, y = self.saved
+        return g * (2 * x * y - 2.0 / math.sqrt(math.pi))
+
+
+class I0e(_Scipy):
+    """y = e^{-|x|} I0(x);  dy/dx = i1e(x) - sign(x) y  (I0' = I1)."""
+
+    fn = "i0e"
+
+    def backward(self, g):
+        x, y = self.saved
+        return g * (_sp("i1e")(x).astype(x.dtype, copy=False) - xp.sign(x) * y)
+
+
+class I1(_Scipy):
+    """y = I1(x);  dy/dx = I0(x) - I1(x)/x, which is 1/2 at x = 0."""
+
+    fn = "i1"
+
+    def backward(self, g):
+        x, y = self.saved
+        safe = xp.where(x == 0, 1, x)
+        d = xp.where(x == 0, 0.5, _sp("i0")(x) - y / safe)
+        return g * d.astype(x.dtype, copy=False)
+
+
+class I1e(_Scipy):
+    """y = e^{-|x|} I1(x);  dy/dx = i0e(x) - y (sign(x) + 1/x), which is 1/2 at x = 0."""
+
+    fn = "i1e"
+
+    def backward(self, g):
+        x, y = self.saved
+        safe = xp.where(x == 0, 1, x)
+        d = xp.where(x == 0, 0.5, _sp("i0e")(x) - y * (xp.sign(x) + 1 / safe))
+        return g * d.astype(x.dtype, copy=False)
+
+
+class Entr(Function):
+    """y = -x log x for x > 0, 0 at x = 0, -inf for x < 0;  dy/dx = -(1 + log x)
+    (+inf at 0 and NaN below 0, as PyTorch)."""
+
+    def forward(self, x):
+        self.save_for_backward(x)
+        with xp.errstate(divide="ignore", invalid="ignore"):
+            y = xp.where(x > 0, -x * xp.log(xp.where(x > 0, x, 1)), xp.where(x == 0, 0, -xp.inf))
+        return y.astype(x.dtype, copy=False)
+
+    def backward(self, g):
+        x = self.saved[0]
+        if isinstance(x, xp.ndarray):
+            with xp.errstate(divide="ignore", invalid="ignore"):
+                return g * -(1 + xp.log(x))
+        return g * -(1 + D.log(x))
+
+
+def expit(input):  # noqa: A002
+    """The logistic sigmoid 1/(1 + e^-x)."""
+    return _ops.sigmoid(_t(input, "expit"))
+
+
+def logit(input, eps=None):  # noqa: A002
+    """log(p / (1 - p)), with p clamped to [eps, 1 - eps] when eps is given."""
+    from varlens.ops.extra import logit as _logit
+    return _logit(_t(input, "logit"), eps)
+
+
+def xlog1py(input, other):  # noqa: A002
+    """x log(1 + y), defined as 0 where x == 0 (also when y == -1)."""
+    x = input if isinstance(input, Tensor) else None
+    y = other if isinstance(other, Tensor) else None
+    if x is None and y is None:
+        raise TypeError("special.xlog1py(): at least one of input and other must be a Tensor")
+    like = x if x is not None else y
+    x = _fl(x) if x is not None else Tensor._make(xp.asarray(input, dtype=_fl(like).dtype))
+    y = _fl(y) if y is not None else Tensor._make(xp.asarray(other, dtype=x.dtype))
+    yd = y._data
+    bad = (x == 0)._data & ~((yd > -1) & xp.isfinite(yd))
+    # log1p(0) only where x == 0 and log1p(y) is not finite: d/dx = log1p(y) elsewhere, as PyTorch
+    safe = _ops.where(Tensor._make(bad), y * 0, y) if bad.any() else y
+    return x * log1p(safe)
+
+
+def multigammaln(input, p):  # noqa: A002
+    return _ops.mvlgamma(input, p)
+
+
+def ndtr(input):  # noqa: A002
+    """Phi(x) = erfc(-x / sqrt 2) / 2, the standard normal CDF (accurate in the left tail)."""
+    return erfc(_t(input, "ndtr") * (-1.0 / math.sqrt(2.0))) * 0.5
+
+
+def ndtri(input):  # noqa: A002
+    return Ndtri.apply(_t(input, "ndtri"))
+
+
+def log_ndtr(input):  # noqa: A002
+    return LogNdtr.apply(_t(input, "log_ndtr"))
+
+
+def erfcx(input):  # noqa: A002
+    return Erfcx.apply(_t(input, "erfcx"))
+
+
+def i0e(input):  # noqa: A002
+    return I0e.apply(_t(input, "i0e"))
+
+
+def i1(input):  # noqa: A002
+    return I1.apply(_t(input, "i1"))
+
+
+def i1e(input):  # noqa: A002
+    return I1e.apply(_t(input, "i1e"))
+
+
+def entr(input):  # noqa: A002
+    return Entr.apply(_t(input, "entr"))
+
+
+def logsumexp(input, dim, keepdim=False):  # noqa: A002
+    return _ops.logsumexp(input, dim, keepdim)
+
+
+def softmax(input, dim, *, dtype=None):  # noqa: A002
+    return _ops.softmax(input, dim, dtype=dtype)
+
+
+def log_softmax(input, dim, *, dtype=None):  # noqa: A002
+    return _ops.log_softmax(input, dim, dtype=dtype)
+
+
+def round(input, *, decimals=0):  # noqa: A001,A002
+    return _ops.round(input, decimals=decimals)
+
+
+def _no_grad_scipy(name, input):  # noqa: A002
+    x = _t(input, name)
+    return Tensor._make(xp.asarray(_sp({"bessel_j0": "j0", "bessel_j1": "j1"}[name])(x._data), dtype=x.dtype))
+
+
+def _no_grad(name, input, fn):  # noqa: A002
+    x = _t(input, name)
+    return Tensor._make(xp.asarray(fn(x._data), dtype=x.dtype))
+
+
+def bessel_y0(input):  # noqa: A002
+    return _no_grad("bessel_y0", input, _sp("y0"))
+
+
+def bessel_y1(input):  # noqa: A002
+    return _no_grad("bessel_y1", input, _sp("y1"))
+
+
+def modified_bessel_i0(input):  # noqa: A002
+    return _no_grad("modified_bessel_i0", input, _sp("i0"))
+
+
+def modified_bessel_i1(input):  # noqa: A002
+    return _no_grad("modified_bessel_i1", input, _sp("i1"))
+
+
+def modified_bessel_k0(input):  # noqa: A002
+    return _no_grad("modified_bessel_k0", input, _sp("k0"))
+
+
+def modified_bessel_k1(input):  # noqa: A002
+    return _no_grad("modified_bessel_k1", input, _sp("k1"))
+
+
+def scaled_modified_bessel_k0(input):  # noqa: A002
+    return _no_grad("scaled_modified_bessel_k0", input, _sp("k0e"))
+
+
+def scaled_modified_bessel_k1(input):  # noqa: A002
+    return _no_grad("scaled_modified_bessel_k1", input, _sp("k1e"))
+
+
+def spherical_bessel_j0(input):  # noqa: A002
+    return _no_grad("spherical_bessel_j0", input, lambda a: _sp("spherical_jn")(0, a))
+
+
+def airy_ai(input):  # noqa: A002
+    return _no_grad("airy_ai", input, lambda a: _sp("airy")(a)[0])
+
+
+def _poly(name, scipy_name):
+    """An orthogonal polynomial P_n(x) of integer degree n (no gradient, as PyTorch)."""
+    def f(input, n):  # noqa: A002
+        x = input if isinstance(input, Tensor) else None
+        nt = n._data if isinstance(n, Tensor) else xp.asarray(n)
+        if x is None:
+            x = Tensor._make(xp.asarray(input, dtype=xp.float32 if nt.dtype.kind != "f" else nt.dtype))
+        x = _fl(x)
+        nn_ = xp.floor(nt).astype(xp.int64)
+        fn = _sp(scipy_name)
+        with xp.errstate(invalid="ignore"):
+            v = fn(xp.maximum(nn_, 0), x._data)
+        v = xp.where(nn_ < 0, 0, v)  # negative degree: 0, as PyTorch
+        return Tensor._make(xp.asarray(v, dtype=x.dtype))
+    f.__name__ = name
+    f.__doc__ = f"torch.special.{name}(input, n): no gradient, as PyTorch."
+    return f
+
+
+chebyshev_polynomial_t = _poly("chebyshev_polynomial_t", "eval_chebyt")
+chebyshev_polynomial_u = _poly("chebyshev_polynomial_u", "eval_chebyu")
+shifted_chebyshev_polynomial_t = _poly("shifted_chebyshev_polynomial_t", "eval_sh_chebyt")
+shifted_chebyshev_polynomial_u = _poly("shifted_chebyshev_polynomial_u", "eval_sh_chebyu")
+hermite_polynomial_h = _poly("hermite_polynomial_h", "eval_hermite")
+hermite_polynomial_he = _poly("hermite_polynomial_he", "eval_hermitenorm")
+laguerre_polynomial_l = _poly("laguerre_polynomial_l", "eval_laguerre")
+legendre_polynomial_p = _poly("legendre_polynomial_p", "eval_legendre")
+
+
+class Zeta(Function):
+    """Hurwitz zeta(x, q) = sum_k (k + q)^-x;  d/dq = -x zeta(x + 1, q).  The derivative in x is
+    not implemented (as PyTorch).  Second derivatives are not implemented."""
+
+    differentiable_backward = False
+
+    def forward(self, x, q):
+        self.x, self.q = x, q
+        return xp.asarray(_sp("zeta")(x, q)).astype(xp.result_type(x, q), copy=False)
+
+    def backward(self, g):
+        x, q = self.x, self.q
+        gq = None
+        if self.next[1] is not None:
+            gq = g * (-x * _sp("zeta")(x + 1, q))
+        return None, gq
+
+
+def zeta(input, other):  # noqa: A002
+    """Hurwitz zeta(input, other); gradient in ``other`` only (as PyTorch)."""
+    from varlens.autograd import grad_mode as _gm
+    from varlens.ops.elementwise import _promote
+    x = input if isinstance(input, Tensor) else Tensor._make(xp.asarray(input))
+    q = other if isinstance(other, Tensor) else Tensor._make(xp.asarray(other))
+    if x.requires_grad and _gm.is_grad_enabled():
+        raise NotImplementedError("special.zeta: the derivative with respect to input (the exponent x) is not "
+                                  "implemented (as in PyTorch); detach it")
+    x, q = _promote(x, q)
+    return Zeta.apply(_fl(x), _fl(q))
+
+
+def gammainc(input, other):  # noqa: A002
+    """Regularised lower incomplete gamma P(a, x); gradient in x only (as PyTorch)."""
+    return _ops.igamma(input, other)
+
+
+def gammaincc(input, other):  # noqa: A002
+    """Regularised upper incomplete gamma Q(a, x); gradient in x only (as PyTorch)."""
+    return _ops.igammac(input, other)
+
+
+def bessel_j0(input):  # noqa: A002
+    """Bessel function of the first kind of order 0 (no gradient, as PyTorch)."""
+    return _no_grad_scipy("bessel_j0", input)
+
+
+def bessel_j1(input):  # noqa: A002
+    """Bessel function of the first kind of order 1 (no gradient, as PyTorch)."""
+    return _no_grad_scipy("bessel_j1", input)

@@ -90,7 +90,7 @@ def test_pool_modules_match_torch(make, shape):
     (lambda: nn.Conv2d(3, 4, 3, groups=2), "in_channels \\(3\\) must be divisible by groups"),
     (lambda: nn.Conv2d(4, 3, 3, groups=2), "out_channels \\(3\\) must be divisible by groups"),
     (lambda: nn.Conv2d(3, 4, 3, padding="same", stride=2), "needs stride 1"),
-    (lambda: nn.Conv2d(3, 4, 3, padding_mode="reflect"), "padding_mode"),
+    (lambda: nn.Conv2d(3, 4, 3, padding_mode="mirror"), "padding_mode"),
     (lambda: nn.Conv2d(0, 4, 3), "in_channels must be a positive int"),
     (lambda: nn.Conv2d(3, 4, (3, 3, 3)), "kernel_size"),
     (lambda: nn.ConvTranspose2d(3, 4, 3, padding="same"), "padding must be an int"),

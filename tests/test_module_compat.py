@@ -100,3 +100,76 @@ def test_float_attn_mask_gets_its_gradient_and_weights_are_differentiable():
     vw.pow(2).sum().backward()
     np.testing.assert_allclose(vw.detach().numpy(), tw.detach().numpy(), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(vx.grad.numpy(), tx.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("pad", [1, 2, "same"])
+def test_conv_padding_modes_match_torch(n, mode, pad):
+    tc = {1: torch.nn.Conv1d, 2: torch.nn.Conv2d, 3: torch.nn.Conv3d}[n]
+    vc = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}[n]
+    t = tc(2, 3, 3, padding=pad, padding_mode=mode).double()
+    v = vc(2, 3, 3, padding=pad, padding_mode=mode, dtype=vl.float64)
+    assert repr(v) == repr(t)
+    v.load_state_dict({k: a.detach().numpy() for k, a in t.state_dict().items()})
+    x = np.random.default_rng(n).standard_normal((2, 2) + (5,) * n)
+    tx, vx = torch.tensor(x, requires_grad=True), vl.tensor(x, requires_grad=True)
+    to, vo = t(tx), v(vx)
+    to.pow(2).sum().backward()
+    vo.pow(2).sum().backward()
+    np.testing.assert_allclose(vo.detach().numpy(), to.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(vx.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(v.weight.grad.numpy(), t.weight.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_bad_padding_modes_are_refused_as_torch():
+    with pytest.raises(ValueError, match="padding_mode must be one of"):
+        nn.Conv2d(1, 1, 3, padding_mode="mirror")
+    with pytest.raises(ValueError, match='Only "zeros" padding mode is supported for ConvTranspose2d'):
+        nn.ConvTranspose2d(1, 1, 3, padding_mode="reflect")
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("kv,zero", [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("unbatched", [False, True])
+def test_multihead_attention_bias_kv_and_zero_attn_match_torch(batch_first, kv, zero, unbatched):
+    torch.manual_seed(0)
+    t = torch.nn.MultiheadAttention(8, 2, add_bias_kv=kv, add_zero_attn=zero, batch_first=batch_first).double()
+    v = nn.MultiheadAttention(8, 2, add_bias_kv=kv, add_zero_attn=zero, batch_first=batch_first, dtype=vl.float64)
+    assert list(v.state_dict()) == list(t.state_dict())
+    v.load_state_dict({k: a.detach().numpy() for k, a in t.state_dict().items()})
+    g = np.random.default_rng(1)
+    x = g.standard_normal((4, 8) if unbatched else ((2, 4, 8) if batch_first else (4, 2, 8)))
+    kpm = None if unbatched else np.array([[False, False, True, False], [False, False, False, False]])
+    tx, vx = torch.tensor(x, requires_grad=True), vl.tensor(x, requires_grad=True)
+    to, tw = t(tx, tx, tx, key_padding_mask=None if kpm is None else torch.tensor(kpm))
+    vo, vw = v(vx, vx, vx, key_padding_mask=None if kpm is None else vl.tensor(kpm))
+    (to.pow(2).sum() + tw.sum()).backward()
+    (vo.pow(2).sum() + vw.sum()).backward()
+    np.testing.assert_allclose(vo.detach().numpy(), to.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(vw.detach().numpy(), tw.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(vx.grad.numpy(), tx.grad.numpy(), rtol=1e-9, atol=1e-12)
+    if kv:
+        np.testing.assert_allclose(v.bias_k.grad.numpy(), t.bias_k.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_lazy_linear_takes_in_features_from_its_first_input_and_becomes_a_linear():
+    v, t = nn.LazyLinear(3), torch.nn.LazyLinear(3)
+    assert repr(v) == repr(t)
+    opt = vl.optim.SGD(v.parameters(), lr=0.1)        # made before the parameters have shapes
+    x = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
+    y = v(vl.tensor(x))
+    t(torch.tensor(x))
+    assert type(v) is nn.Linear and repr(v) == repr(t) and tuple(v.weight.shape) == (3, 5)
+    bound = 1 / np.sqrt(5)                             # Linear's default initialisation
+    assert np.abs(v.weight.detach().numpy()).max() <= bound and np.abs(v.bias.detach().numpy()).max() <= bound
+    w0 = v.weight.detach().numpy().copy()
+    y.sum().backward()
+    opt.step()
+    np.testing.assert_allclose(v.weight.detach().numpy(), w0 - 0.1 * x.sum(0)[None, :].repeat(3, 0), rtol=1e-5)
+
+
+def test_hardtanh_keeps_integer_dtype_as_torch():
+    v = vl.nn.functional.hardtanh(vl.tensor([-3, 0, 3]))
+    t = torch.nn.functional.hardtanh(torch.tensor([-3, 0, 3]))
+    assert str(v.dtype) == str(t.dtype).replace("torch.", "") and v.tolist() == t.tolist()

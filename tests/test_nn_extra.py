@@ -620,6 +620,15 @@ def _grads_match(vm, tm, rtol=1e-9):
         np.testing.assert_allclose(vp[k].grad.numpy(), tp[k].grad.numpy(), rtol=rtol, atol=1e-12, err_msg=k)
 
 
+
+def _outputs_and_grads_match(vm, tm, x):
+    """Same forward output on x, and same parameter gradients of sum(output^2)."""
+    ov, ot = vm(vl.tensor(x)), tm(torch.tensor(x))
+    np.testing.assert_allclose(ov.detach().numpy(), ot.detach().numpy(), rtol=1e-10)
+    (ov ** 2).sum().backward()
+    (ot ** 2).sum().backward()
+    _grads_match(vm, tm)
+
 @pytest.mark.parametrize("dim", [0, 1, None])
 def test_weight_norm_hook_form(dim):
     tm = torch.nn.utils.weight_norm(torch.nn.Conv1d(3, 4, 2).double(), dim=dim)
@@ -627,11 +636,7 @@ def test_weight_norm_hook_form(dim):
     assert sorted(vm.state_dict()) == sorted(tm.state_dict())
     vm.load_state_dict(tm.state_dict())
     x = N(2, 3, 5)
-    ov, ot = vm(vl.tensor(x)), tm(torch.tensor(x))
-    np.testing.assert_allclose(ov.detach().numpy(), ot.detach().numpy(), rtol=1e-10)
-    (ov ** 2).sum().backward()
-    (ot ** 2).sum().backward()
-    _grads_match(vm, tm)
+    _outputs_and_grads_match(vm, tm, x)
     vnn.utils.remove_weight_norm(vm)
     torch.nn.utils.remove_weight_norm(tm)
     assert sorted(vm.state_dict()) == sorted(tm.state_dict()) == ["bias", "weight"]
@@ -656,11 +661,7 @@ def test_spectral_norm_hook_form_matches_torch_over_steps():
     vm.load_state_dict(tm.state_dict())
     for step in range(3):
         x = N(5, 4)
-        ov, ot = vm(vl.tensor(x)), tm(torch.tensor(x))
-        np.testing.assert_allclose(ov.detach().numpy(), ot.detach().numpy(), rtol=1e-10)
-        (ov ** 2).sum().backward()
-        (ot ** 2).sum().backward()
-        _grads_match(vm, tm)
+        _outputs_and_grads_match(vm, tm, x)
         with vl.no_grad(), torch.no_grad():        # one plain SGD step on both, grads cleared
             for p, q in zip(vm.parameters(), tm.parameters()):
                 p -= 0.1 * p.grad
@@ -685,11 +686,7 @@ def test_parametrize_weight_norm_and_spectral_norm_state_dicts():
     assert vnn.utils.parametrize.type_before_parametrizations(vm) is vnn.Linear
     vm.load_state_dict(tm.state_dict())
     x = N(2, 3)
-    ov, ot = vm(vl.tensor(x)), tm(torch.tensor(x))
-    np.testing.assert_allclose(ov.detach().numpy(), ot.detach().numpy(), rtol=1e-10)
-    (ov ** 2).sum().backward()
-    (ot ** 2).sum().backward()
-    _grads_match(vm, tm)
+    _outputs_and_grads_match(vm, tm, x)
     ts = torch.nn.utils.parametrizations.spectral_norm(torch.nn.Conv2d(2, 3, 2).double())
     vs = P_.spectral_norm(vnn.Conv2d(2, 3, 2).double())
     assert sorted(vs.state_dict()) == sorted(ts.state_dict())
@@ -1027,3 +1024,56 @@ def test_multi_head_attention_forward_gradcheck():
     bk, bv = vl.tensor(N(1, 1, E), requires_grad=True), vl.tensor(N(1, 1, E), requires_grad=True)
     assert gradcheck(lambda q_, k_, wi, wo, bk_, bv_: VF.multi_head_attention_forward(
         q_, k_, k_, E, H, wi, None, bk_, bv_, True, 0.0, wo, None)[0], [q, k, w_in, w_out, bk, bv])
+
+
+@pytest.mark.parametrize("ctor", [
+    lambda nn: nn.InstanceNorm2d(3, affine=True, track_running_stats=True, momentum=0.3),
+    lambda nn: nn.InstanceNorm1d(3, affine=True, bias=False),
+    lambda nn: nn.BatchNorm2d(3, bias=False),
+    lambda nn: nn.BatchNorm2d(3, affine=False, track_running_stats=False),
+    lambda nn: nn.GroupNorm(3, 3, affine=False),
+    lambda nn: nn.LayerNorm((3, 4, 4), bias=False),
+])
+def test_norm_layers_state_update_and_reset_match_torch(ctor):
+    """The shared _NormBase / _affine_params: the same parameters and buffers as torch, the same
+    forward and running statistics after a training step, and reset_parameters back to torch's."""
+    vm, tm = ctor(vnn).double(), ctor(torch.nn).double()
+    vs, ts = vm.state_dict(), tm.state_dict()
+    assert list(vs) == list(ts)
+    x = N(2, 3, 4, 4) if not isinstance(tm, torch.nn.InstanceNorm1d) else N(2, 3, 5)
+    with torch.no_grad():
+        for p in tm.parameters():
+            p.add_(torch.tensor(N(*p.shape)))
+    vm.load_state_dict(tm.state_dict())
+    np.testing.assert_allclose(vm(vl.tensor(x)).detach().numpy(), tm(torch.tensor(x)).detach().numpy(),
+                               rtol=1e-9, atol=1e-12)
+    for k, v in tm.state_dict().items():
+        np.testing.assert_allclose(vm.state_dict()[k].numpy(), v.numpy(), rtol=1e-12, err_msg=k)
+    vm.reset_parameters(), tm.reset_parameters()
+    for k, v in tm.state_dict().items():
+        np.testing.assert_array_equal(vm.state_dict()[k].numpy(), v.numpy(), err_msg=k)
+
+
+def test_embedding_table_helpers_and_hook_errors():
+    for cls in ("Embedding", "EmbeddingBag"):
+        vm, tm = getattr(vnn, cls)(6, 2, padding_idx=-2), getattr(torch.nn, cls)(6, 2, padding_idx=-2)
+        assert vm.padding_idx == tm.padding_idx == 4
+        assert not vm.weight._data[4].any()
+        assert tuple(vm.weight.shape) == tuple(tm.weight.shape) and vm.weight.requires_grad
+        with pytest.raises(ValueError, match=f"{cls}: padding_idx 6 must be within num_embeddings"):
+            getattr(vnn, cls)(6, 2, padding_idx=6)
+        with pytest.raises(ValueError, match=rf"{cls}: _weight has shape \(3, 2\), expected \(6, 2\)"):
+            getattr(vnn, cls)(6, 2, _weight=vl.tensor(N(3, 2)))
+        w = N(6, 2)
+        np.testing.assert_array_equal(getattr(vnn, cls)(6, 2, _weight=vl.tensor(w)).weight.detach().numpy(), w)
+    assert not vnn.Embedding(6, 2, _freeze=True).weight.requires_grad
+    m = vnn.utils.weight_norm(vnn.Linear(3, 2))
+    with pytest.raises(RuntimeError, match="weight_norm: cannot register two weight_norm hooks"):
+        vnn.utils.weight_norm(m)
+    m = vnn.utils.spectral_norm(vnn.Linear(3, 2))
+    with pytest.raises(RuntimeError, match="spectral_norm: cannot register two spectral_norm hooks"):
+        vnn.utils.spectral_norm(m)
+    with pytest.raises(ValueError, match="spectral_norm of 'bias' not found in Linear"):
+        vnn.utils.remove_spectral_norm(m, "bias")
+    with pytest.raises(ValueError, match="has no parameter named 'w'"):
+        vnn.utils.weight_norm(vnn.Linear(3, 2), "w")

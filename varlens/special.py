@@ -2,10 +2,11 @@
 
 Most entries are the varlens ops under torch.special's names (erf, expit, gammaln, psi,
 logsumexp, ...), so their gradients are those ops' checked gradients.  A few need a tail-accurate
-primitive and are one Function each here (ndtri, log_ndtr, erfcx, i0e, i1, i1e, entr), each with
-its derivative beside it.  As everywhere in varlens, integer and bool inputs give the default
-float dtype (float32), as PyTorch.  The Bessel, Airy and orthogonal-polynomial functions have
-no gradient (as PyTorch); zeta, gammainc and gammaincc differentiate in their second argument only.
+primitive and are one Function each here: ndtri, log_ndtr, erfcx, i0e, i1, i1e (each one table row,
+SciPy forward with its derivative beside it) and entr.  As everywhere in varlens, integer and bool
+inputs give the default float dtype (float32), as PyTorch.  The Bessel, Airy and
+orthogonal-polynomial functions have no gradient (as PyTorch); zeta, gammainc and gammaincc
+differentiate in their second argument only.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from varlens.autograd.function import Function
 from varlens.backend import xp
 from varlens.ops import dual as D
 from varlens.ops.elementwise import _fl, erf, erfc, exp2, expm1, log1p  # noqa: F401
-from varlens.ops.more import digamma, erfinv, xlogy  # noqa: F401
+from varlens.ops.more import _scipy_unary, _sp, digamma, erfinv, xlogy  # noqa: F401
 from varlens.ops.more import lgamma as gammaln
 from varlens.ops.surface import i0, polygamma, sinc  # noqa: F401
 from varlens.tensor import Tensor
@@ -42,86 +43,32 @@ def _t(x, name):
     return _fl(x)
 
 
-def _sp(name):
-    import scipy.special as S
-    return getattr(S, name)
+def _i1_grad(g, x, y):
+    """dI1/dx = I0(x) - I1(x)/x, which is 1/2 at x = 0."""
+    safe = xp.where(x == 0, 1, x)
+    d = xp.where(x == 0, 0.5, _sp("i0")(x) - y / safe)
+    return g * d.astype(x.dtype, copy=False)
 
 
-class _Scipy(Function):
-    """Forward by a SciPy special function; the derivative is written in each subclass.
-    Second derivatives are not implemented for these (backward uses SciPy on arrays)."""
-
-    differentiable_backward = False
-    fn = ""
-
-    def forward(self, x):
-        y = _sp(self.fn)(x).astype(x.dtype, copy=False)
-        self.save_for_backward(x, y)
-        return y
+def _i1e_grad(g, x, y):
+    """d(e^{-|x|} I1(x))/dx = i0e(x) - y (sign(x) + 1/x), which is 1/2 at x = 0."""
+    safe = xp.where(x == 0, 1, x)
+    d = xp.where(x == 0, 0.5, _sp("i0e")(x) - y * (xp.sign(x) + 1 / safe))
+    return g * d.astype(x.dtype, copy=False)
 
 
-class Ndtri(_Scipy):
-    """y = Phi^{-1}(p) (the standard normal quantile);  dy/dp = 1/phi(y) = sqrt(2 pi) e^{y^2/2}."""
-
-    fn = "ndtri"
-
-    def backward(self, g):
-        _, y = self.saved
-        return g * _SQRT_2PI * xp.exp(0.5 * y * y)
-
-
-class LogNdtr(_Scipy):
-    """y = log Phi(x);  dy/dx = phi(x)/Phi(x) = exp(-x^2/2 - log sqrt(2 pi) - y) (no underflow)."""
-
-    fn = "log_ndtr"
-
-    def backward(self, g):
-        x, y = self.saved
-        return g * xp.exp(-0.5 * x * x - _LOG_SQRT_2PI - y)
-
-
-class Erfcx(_Scipy):
-    """y = e^{x^2} erfc(x);  dy/dx = 2 x y - 2/sqrt(pi)."""
-
-    fn = "erfcx"
-
-    def backward(self, g):
-        x, y = self.saved
-        return g * (2 * x * y - 2.0 / math.sqrt(math.pi))
-
-
-class I0e(_Scipy):
-    """y = e^{-|x|} I0(x);  dy/dx = i1e(x) - sign(x) y  (I0' = I1)."""
-
-    fn = "i0e"
-
-    def backward(self, g):
-        x, y = self.saved
-        return g * (_sp("i1e")(x).astype(x.dtype, copy=False) - xp.sign(x) * y)
-
-
-class I1(_Scipy):
-    """y = I1(x);  dy/dx = I0(x) - I1(x)/x, which is 1/2 at x = 0."""
-
-    fn = "i1"
-
-    def backward(self, g):
-        x, y = self.saved
-        safe = xp.where(x == 0, 1, x)
-        d = xp.where(x == 0, 0.5, _sp("i0")(x) - y / safe)
-        return g * d.astype(x.dtype, copy=False)
-
-
-class I1e(_Scipy):
-    """y = e^{-|x|} I1(x);  dy/dx = i0e(x) - y (sign(x) + 1/x), which is 1/2 at x = 0."""
-
-    fn = "i1e"
-
-    def backward(self, g):
-        x, y = self.saved
-        safe = xp.where(x == 0, 1, x)
-        d = xp.where(x == 0, 0.5, _sp("i0e")(x) - y * (xp.sign(x) + 1 / safe))
-        return g * d.astype(x.dtype, copy=False)
+# Forward by SciPy, derivative beside it (g: incoming gradient, x: input, y: output).
+Ndtri = _scipy_unary("Ndtri", "ndtri", lambda g, x, y: g * _SQRT_2PI * xp.exp(0.5 * y * y),
+                     "y = Phi^{-1}(p) (the standard normal quantile);  dy/dp = 1/phi(y) = sqrt(2 pi) e^{y^2/2}.")
+LogNdtr = _scipy_unary("LogNdtr", "log_ndtr", lambda g, x, y: g * xp.exp(-0.5 * x * x - _LOG_SQRT_2PI - y),
+                       "y = log Phi(x);  dy/dx = phi(x)/Phi(x) = exp(-x^2/2 - log sqrt(2 pi) - y) (no underflow).")
+Erfcx = _scipy_unary("Erfcx", "erfcx", lambda g, x, y: g * (2 * x * y - 2.0 / math.sqrt(math.pi)),
+                     "y = e^{x^2} erfc(x);  dy/dx = 2 x y - 2/sqrt(pi).")
+I0e = _scipy_unary("I0e", "i0e", lambda g, x, y: g * (_sp("i1e")(x).astype(x.dtype, copy=False) - xp.sign(x) * y),
+                   "y = e^{-|x|} I0(x);  dy/dx = i1e(x) - sign(x) y  (I0' = I1).")
+I1 = _scipy_unary("I1", "i1", _i1_grad, "y = I1(x);  dy/dx = I0(x) - I1(x)/x, which is 1/2 at x = 0.")
+I1e = _scipy_unary("I1e", "i1e", _i1e_grad,
+                   "y = e^{-|x|} I1(x);  dy/dx = i0e(x) - y (sign(x) + 1/x), which is 1/2 at x = 0.")
 
 
 class Entr(Function):
@@ -178,32 +125,17 @@ def ndtr(input):  # noqa: A002
     return erfc(_t(input, "ndtr") * (-1.0 / math.sqrt(2.0))) * 0.5
 
 
-def ndtri(input):  # noqa: A002
-    return Ndtri.apply(_t(input, "ndtri"))
+def _unary(name, cls):
+    """special.<name>(input): the Function ``cls`` on a Tensor (integer/bool input gives float32)."""
+    def f(input):  # noqa: A002
+        return cls.apply(_t(input, name))
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = cls.__doc__
+    return f
 
 
-def log_ndtr(input):  # noqa: A002
-    return LogNdtr.apply(_t(input, "log_ndtr"))
-
-
-def erfcx(input):  # noqa: A002
-    return Erfcx.apply(_t(input, "erfcx"))
-
-
-def i0e(input):  # noqa: A002
-    return I0e.apply(_t(input, "i0e"))
-
-
-def i1(input):  # noqa: A002
-    return I1.apply(_t(input, "i1"))
-
-
-def i1e(input):  # noqa: A002
-    return I1e.apply(_t(input, "i1e"))
-
-
-def entr(input):  # noqa: A002
-    return Entr.apply(_t(input, "entr"))
+globals().update({n: _unary(n, c) for n, c in (("ndtri", Ndtri), ("log_ndtr", LogNdtr), ("erfcx", Erfcx),
+                                                 ("i0e", I0e), ("i1", I1), ("i1e", I1e), ("entr", Entr))})
 
 
 def logsumexp(input, dim, keepdim=False):  # noqa: A002
@@ -222,54 +154,32 @@ def round(input, *, decimals=0):  # noqa: A001,A002
     return _ops.round(input, decimals=decimals)
 
 
-def _no_grad_scipy(name, input):  # noqa: A002
-    x = _t(input, name)
-    return Tensor._make(xp.asarray(_sp({"bessel_j0": "j0", "bessel_j1": "j1"}[name])(x._data), dtype=x.dtype))
+def _no_grad(name, fn, what):
+    """special.<name>(input) by ``fn`` on the array (a scipy.special name, or a callable), with no
+    gradient (as PyTorch)."""
+    def f(input):  # noqa: A002
+        x = _t(input, name)
+        return Tensor._make(xp.asarray((fn if callable(fn) else _sp(fn))(x._data), dtype=x.dtype))
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"torch.special.{name}(input): the {what} (no gradient, as PyTorch)."
+    return f
 
 
-def _no_grad(name, input, fn):  # noqa: A002
-    x = _t(input, name)
-    return Tensor._make(xp.asarray(fn(x._data), dtype=x.dtype))
-
-
-def bessel_y0(input):  # noqa: A002
-    return _no_grad("bessel_y0", input, _sp("y0"))
-
-
-def bessel_y1(input):  # noqa: A002
-    return _no_grad("bessel_y1", input, _sp("y1"))
-
-
-def modified_bessel_i0(input):  # noqa: A002
-    return _no_grad("modified_bessel_i0", input, _sp("i0"))
-
-
-def modified_bessel_i1(input):  # noqa: A002
-    return _no_grad("modified_bessel_i1", input, _sp("i1"))
-
-
-def modified_bessel_k0(input):  # noqa: A002
-    return _no_grad("modified_bessel_k0", input, _sp("k0"))
-
-
-def modified_bessel_k1(input):  # noqa: A002
-    return _no_grad("modified_bessel_k1", input, _sp("k1"))
-
-
-def scaled_modified_bessel_k0(input):  # noqa: A002
-    return _no_grad("scaled_modified_bessel_k0", input, _sp("k0e"))
-
-
-def scaled_modified_bessel_k1(input):  # noqa: A002
-    return _no_grad("scaled_modified_bessel_k1", input, _sp("k1e"))
-
-
-def spherical_bessel_j0(input):  # noqa: A002
-    return _no_grad("spherical_bessel_j0", input, lambda a: _sp("spherical_jn")(0, a))
-
-
-def airy_ai(input):  # noqa: A002
-    return _no_grad("airy_ai", input, lambda a: _sp("airy")(a)[0])
+_NO_GRAD = {  # name: (SciPy function, what it computes)
+    "bessel_j0": ("j0", "Bessel function of the first kind of order 0"),
+    "bessel_j1": ("j1", "Bessel function of the first kind of order 1"),
+    "bessel_y0": ("y0", "Bessel function of the second kind of order 0"),
+    "bessel_y1": ("y1", "Bessel function of the second kind of order 1"),
+    "modified_bessel_i0": ("i0", "modified Bessel function of the first kind of order 0"),
+    "modified_bessel_i1": ("i1", "modified Bessel function of the first kind of order 1"),
+    "modified_bessel_k0": ("k0", "modified Bessel function of the second kind of order 0"),
+    "modified_bessel_k1": ("k1", "modified Bessel function of the second kind of order 1"),
+    "scaled_modified_bessel_k0": ("k0e", "exponentially scaled e^x K0(x)"),
+    "scaled_modified_bessel_k1": ("k1e", "exponentially scaled e^x K1(x)"),
+    "spherical_bessel_j0": (lambda a: _sp("spherical_jn")(0, a), "spherical Bessel function j0 = sin(x)/x"),
+    "airy_ai": (lambda a: _sp("airy")(a)[0], "Airy function Ai"),
+}
+globals().update({n: _no_grad(n, fn, what) for n, (fn, what) in _NO_GRAD.items()})
 
 
 def _poly(name, scipy_name):
@@ -291,14 +201,11 @@ def _poly(name, scipy_name):
     return f
 
 
-chebyshev_polynomial_t = _poly("chebyshev_polynomial_t", "eval_chebyt")
-chebyshev_polynomial_u = _poly("chebyshev_polynomial_u", "eval_chebyu")
-shifted_chebyshev_polynomial_t = _poly("shifted_chebyshev_polynomial_t", "eval_sh_chebyt")
-shifted_chebyshev_polynomial_u = _poly("shifted_chebyshev_polynomial_u", "eval_sh_chebyu")
-hermite_polynomial_h = _poly("hermite_polynomial_h", "eval_hermite")
-hermite_polynomial_he = _poly("hermite_polynomial_he", "eval_hermitenorm")
-laguerre_polynomial_l = _poly("laguerre_polynomial_l", "eval_laguerre")
-legendre_polynomial_p = _poly("legendre_polynomial_p", "eval_legendre")
+_POLYS = {"chebyshev_polynomial_t": "eval_chebyt", "chebyshev_polynomial_u": "eval_chebyu",
+          "shifted_chebyshev_polynomial_t": "eval_sh_chebyt", "shifted_chebyshev_polynomial_u": "eval_sh_chebyu",
+          "hermite_polynomial_h": "eval_hermite", "hermite_polynomial_he": "eval_hermitenorm",
+          "laguerre_polynomial_l": "eval_laguerre", "legendre_polynomial_p": "eval_legendre"}
+globals().update({n: _poly(n, f) for n, f in _POLYS.items()})
 
 
 class Zeta(Function):
@@ -340,13 +247,3 @@ def gammainc(input, other):  # noqa: A002
 def gammaincc(input, other):  # noqa: A002
     """Regularised upper incomplete gamma Q(a, x); gradient in x only (as PyTorch)."""
     return _ops.igammac(input, other)
-
-
-def bessel_j0(input):  # noqa: A002
-    """Bessel function of the first kind of order 0 (no gradient, as PyTorch)."""
-    return _no_grad_scipy("bessel_j0", input)
-
-
-def bessel_j1(input):  # noqa: A002
-    """Bessel function of the first kind of order 1 (no gradient, as PyTorch)."""
-    return _no_grad_scipy("bessel_j1", input)

@@ -70,6 +70,19 @@ def _finish(x, create_graph):
     return x if create_graph else x.detach()
 
 
+def _v_or_ones(v, ref, fn_name, which):
+    """The vectors v checked against ``ref`` (one per tensor), or ones when v is None, which
+    torch allows only when ``ref`` is a single one-element tensor."""
+    if v is not None:
+        return _check_v(v, ref, "v", fn_name)
+    if len(ref) != 1 or ref[0].numel() != 1:
+        raise RuntimeError(f"{fn_name}: the vector v can only be None if {which} a single Tensor with a "
+                           "single element")
+    from varlens.tensor import Tensor
+    from varlens.backend import xp
+    return (Tensor._make(xp.ones(ref[0].shape, dtype=ref[0].dtype)),)
+
+
 def _check_v(v, ref, what, fn_name):
     from varlens.tensor import Tensor
     single, vs = _as_tuple(v, what, fn_name)
@@ -142,18 +155,10 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, out
 def vjp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(inputs), v^T J).  ``v`` may be omitted only when the output has one element."""
     in_single, inputs = _as_tuple(inputs, "inputs", "vjp")
-    from varlens.tensor import Tensor
-    from varlens.backend import xp
     with enable_grad():
         xs = _prep_inputs(inputs, create_graph)
         out_single, outs = _call(func, xs, "vjp")
-        if v is None:
-            if len(outs) != 1 or outs[0].numel() != 1:
-                raise RuntimeError("vjp: the vector v can only be None if the user-provided function "
-                                   "returns a single Tensor with a single element")
-            vs = (Tensor._make(xp.ones(outs[0].shape, dtype=outs[0].dtype)),)
-        else:
-            vs = _check_v(v, outs, "v", "vjp")
+        vs = _v_or_ones(v, outs, "vjp", "the user-provided function returns")
         g = _grads(outs, xs, list(vs), create_graph, strict, "vjp")
     out = _finish(outs[0] if out_single else tuple(outs), create_graph)
     res = tuple(_finish(x, create_graph) for x in g)
@@ -165,13 +170,7 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
     in_single, inputs = _as_tuple(inputs, "inputs", "jvp")
     from varlens.tensor import Tensor
     from varlens.backend import xp
-    if v is None:
-        if len(inputs) != 1 or inputs[0].numel() != 1:
-            raise RuntimeError("jvp: the vector v can only be None if the input to the user-provided "
-                               "function is a single Tensor with a single element")
-        vs = (Tensor._make(xp.ones(inputs[0].shape, dtype=inputs[0].dtype)),)
-    else:
-        vs = _check_v(v, inputs, "v", "jvp")
+    vs = _v_or_ones(v, inputs, "jvp", "the input to the user-provided function is")
     with enable_grad():
         xs = _prep_inputs(inputs, create_graph)
         out_single, outs = _call(func, xs, "jvp")
@@ -194,15 +193,7 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
 
 def _vhp(func, inputs, v, create_graph, strict, fn_name):
     in_single, inputs = _as_tuple(inputs, "inputs", fn_name)
-    from varlens.tensor import Tensor
-    from varlens.backend import xp
-    if v is None:
-        if len(inputs) != 1 or inputs[0].numel() != 1:
-            raise RuntimeError(f"{fn_name}: the vector v can only be None if the input to the user-provided "
-                               "function is a single Tensor with a single element")
-        vs = (Tensor._make(xp.ones(inputs[0].shape, dtype=inputs[0].dtype)),)
-    else:
-        vs = _check_v(v, inputs, "v", fn_name)
+    vs = _v_or_ones(v, inputs, fn_name, "the input to the user-provided function is")
     with enable_grad():
         xs = _prep_inputs(inputs, create_graph)
         out_single, outs = _call(func, xs, fn_name)

@@ -4,7 +4,7 @@ from varlens.nn.module import Module  # noqa: F401
 from varlens.nn import functional, init  # noqa: F401
 from varlens.nn.container import (ModuleDict, ModuleList, ParameterDict, ParameterList,  # noqa: F401
                                   Sequential)
-from varlens.nn.linear import Bilinear, Flatten, Identity, Linear, Unflatten  # noqa: F401
+from varlens.nn.linear import Bilinear, Flatten, Identity, LazyLinear, Linear, Unflatten  # noqa: F401
 from varlens.nn.activation import (CELU, ELU, GELU, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax,  # noqa: F401
                                    Mish, PReLU, ReLU, ReLU6, SELU, Sigmoid, SiLU, Softmax, Softmin,
                                    Softplus, Softsign, Tanh, Threshold)

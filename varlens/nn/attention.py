@@ -82,8 +82,6 @@ class MultiheadAttention(Module):
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
                  add_zero_attn=False, kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
         super().__init__()
-        if add_bias_kv or add_zero_attn:
-            raise NotImplementedError("MultiheadAttention: add_bias_kv and add_zero_attn are not supported")
         if embed_dim % num_heads:
             raise ValueError(f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible by "
                              f"num_heads ({num_heads})")
@@ -109,6 +107,12 @@ class MultiheadAttention(Module):
             self.in_proj_bias = _empty(3 * embed_dim, dtype=dtype)
         else:
             self.register_parameter("in_proj_bias", None)
+        if add_bias_kv:   # a learned extra key/value position, appended to every sequence
+            self.bias_k = _empty(1, 1, embed_dim, dtype=dtype)
+            self.bias_v = _empty(1, 1, embed_dim, dtype=dtype)
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn   # append an all-zero key/value position
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         self._reset_parameters()
 
@@ -123,6 +127,9 @@ class MultiheadAttention(Module):
         if self.in_proj_bias is not None:
             init.constant_(self.in_proj_bias, 0.0)
             init.constant_(self.out_proj.bias, 0.0)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+            init.xavier_normal_(self.bias_v)
 
     def _project(self, query, key, value):
         E = self.embed_dim
@@ -158,6 +165,9 @@ class MultiheadAttention(Module):
         if query.shape[-1] != self.embed_dim:
             raise RuntimeError(f"MultiheadAttention: query has {query.shape[-1]} features, expected "
                                f"embed_dim={self.embed_dim}")
+        if self.bias_k is not None or self.add_zero_attn:
+            return self._forward_general(query, key, value, key_padding_mask, need_weights, attn_mask,
+                                         average_attn_weights, is_causal, batched)
         L, N, _ = query.shape
         S = key.shape[0]
         H, Dh = self.num_heads, self.head_dim
@@ -183,6 +193,26 @@ class MultiheadAttention(Module):
             if average_attn_weights:
                 w = ops.mean(w, 1)
             if not batched:
+                w = ops.squeeze(w, 0)
+        return out, w
+
+    def _forward_general(self, query, key, value, key_padding_mask, need_weights, attn_mask,
+                         average_attn_weights, is_causal, batched):
+        """The add_bias_kv / add_zero_attn path: F.multi_head_attention_forward on (L, N, E)."""
+        from varlens.nn import functional as F
+        sep = not self._qkv_same_embed_dim
+        out, w = F.multi_head_attention_forward(
+            query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias,
+            self.bias_k, self.bias_v, self.add_zero_attn, self.dropout, self.out_proj.weight,
+            self.out_proj.bias, training=self.training, key_padding_mask=key_padding_mask,
+            need_weights=need_weights, attn_mask=attn_mask, use_separate_proj_weight=sep,
+            q_proj_weight=self.q_proj_weight, k_proj_weight=self.k_proj_weight,
+            v_proj_weight=self.v_proj_weight, average_attn_weights=average_attn_weights, is_causal=is_causal)
+        if batched and self.batch_first:
+            out = ops.transpose(out, 0, 1)
+        if not batched:
+            out = ops.squeeze(out, 1)
+            if w is not None:
                 w = ops.squeeze(w, 0)
         return out, w
 

@@ -19,6 +19,9 @@ def _check_device(device):
         raise RuntimeError(f"device {device!r} is not available; varlens runs on the CPU")
 
 
+_PADDING_MODES = {"zeros", "reflect", "replicate", "circular"}
+
+
 class _ConvNd(Module):
     """Shared constructor: weight (out, in/groups, *k) or, transposed, (in, out/groups, *k)."""
 
@@ -38,8 +41,10 @@ class _ConvNd(Module):
             raise ValueError(f"{name}: in_channels ({in_channels}) must be divisible by groups ({groups})")
         if out_channels % groups:
             raise ValueError(f"{name}: out_channels ({out_channels}) must be divisible by groups ({groups})")
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"{name}: only padding_mode='zeros' is implemented, got {padding_mode!r}")
+        if padding_mode not in _PADDING_MODES:
+            raise ValueError(f"{name}: padding_mode must be one of {sorted(_PADDING_MODES)}, got {padding_mode!r}")
+        if padding_mode != "zeros" and self._transposed:
+            raise ValueError(f'Only "zeros" padding mode is supported for {name}')
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size = _tuple(kernel_size, n, "kernel_size", name, minimum=1)
         self.stride = _tuple(stride, n, "stride", name, minimum=1)
@@ -56,6 +61,15 @@ class _ConvNd(Module):
             self.padding = _tuple(padding, n, "padding", name, minimum=0)
         self.output_padding = _tuple(output_padding, n, "output_padding", name, minimum=0)
         self.padding_mode = padding_mode
+        # F.pad's (last dim first, before/after) widths for the non-zeros modes, as PyTorch keeps them
+        if self.padding == "valid":
+            widths = [(0, 0)] * n
+        elif self.padding == "same":
+            widths = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2)
+                      for d, k in zip(self.dilation, self.kernel_size)]
+        else:
+            widths = [(p, p) for p in self.padding]
+        self._reversed_padding_repeated_twice = [w for pair in reversed(widths) for w in pair]
         dt = B.to_dtype(dtype) or B.get_default_dtype()
         if self._transposed:
             shape = (in_channels, out_channels // groups) + self.kernel_size
@@ -78,6 +92,13 @@ class _ConvNd(Module):
             bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
             init.uniform_(self.bias, -bound, bound)
 
+    def _padded(self, input):
+        """(input, padding) for the convolution: with a non-zeros padding_mode the input is padded
+        by F.pad in that mode and the convolution itself pads nothing (as PyTorch)."""
+        if self.padding_mode == "zeros":
+            return input, self.padding
+        return F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode), 0
+
     def extra_repr(self):
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
         if self.padding != (0,) * self._n:
@@ -90,6 +111,8 @@ class _ConvNd(Module):
             s += f", groups={self.groups}"
         if self.bias is None:
             s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
         return s
 
 
@@ -104,7 +127,8 @@ class Conv1d(_ConvNd):
                          padding_mode, 0, device, dtype)
 
     def forward(self, input):
-        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        x, pad = self._padded(input)
+        return F.conv1d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
 
 
 class Conv2d(_ConvNd):
@@ -120,7 +144,8 @@ class Conv2d(_ConvNd):
                          padding_mode, 0, device, dtype)
 
     def forward(self, input):
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        x, pad = self._padded(input)
+        return F.conv2d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
 
 
 class ConvTranspose2d(_ConvNd):

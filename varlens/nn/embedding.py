@@ -10,6 +10,32 @@ from varlens.nn.parameter import Parameter
 from varlens.tensor import Tensor
 
 
+def _check_padding_idx(padding_idx, num_embeddings, what):
+    """padding_idx in [-num_embeddings, num_embeddings), made non-negative (None stays None)."""
+    if padding_idx is not None:
+        if not -num_embeddings <= padding_idx < num_embeddings:
+            raise ValueError(f"{what}: padding_idx {padding_idx} must be within num_embeddings "
+                             f"({num_embeddings})")
+        if padding_idx < 0:
+            padding_idx += num_embeddings
+    return padding_idx
+
+
+def _init_table(module, _weight, dtype, requires_grad, what):
+    """Set ``module.weight`` (num_embeddings, embedding_dim): a fresh table initialised by
+    ``module.reset_parameters()``, or the given ``_weight`` after a shape check."""
+    shape = (module.num_embeddings, module.embedding_dim)
+    if _weight is None:
+        dt = B.to_dtype(dtype) or B.get_default_dtype()
+        module.weight = Parameter(xp.empty(shape, dtype=dt), requires_grad=requires_grad)
+        module.reset_parameters()
+    else:
+        arr = _weight._data if isinstance(_weight, Tensor) else xp.asarray(_weight)
+        if arr.shape != shape:
+            raise ValueError(f"{what}: _weight has shape {arr.shape}, expected ({shape[0]}, {shape[1]})")
+        module.weight = Parameter(arr, requires_grad=requires_grad)
+
+
 class Embedding(Module):
     """weight (num_embeddings, embedding_dim), init N(0, 1) as PyTorch; the ``padding_idx`` row
     is zero and receives no gradient."""
@@ -18,24 +44,10 @@ class Embedding(Module):
                  scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None):
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        if padding_idx is not None:
-            if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(f"Embedding: padding_idx {padding_idx} must be within num_embeddings "
-                                 f"({num_embeddings})")
-            if padding_idx < 0:
-                padding_idx += num_embeddings
-        self.padding_idx, self.max_norm, self.norm_type = padding_idx, max_norm, norm_type
+        self.padding_idx = _check_padding_idx(padding_idx, num_embeddings, "Embedding")
+        self.max_norm, self.norm_type = max_norm, norm_type
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
-        if _weight is None:
-            dt = B.to_dtype(dtype) or B.get_default_dtype()
-            self.weight = Parameter(xp.empty((num_embeddings, embedding_dim), dtype=dt), requires_grad=not _freeze)
-            self.reset_parameters()
-        else:
-            arr = _weight._data if isinstance(_weight, Tensor) else xp.asarray(_weight)
-            if arr.shape != (num_embeddings, embedding_dim):
-                raise ValueError(f"Embedding: _weight has shape {arr.shape}, expected "
-                                 f"({num_embeddings}, {embedding_dim})")
-            self.weight = Parameter(arr, requires_grad=not _freeze)
+        _init_table(self, _weight, dtype, not _freeze, "Embedding")
 
     def reset_parameters(self):
         init.normal_(self.weight)

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import numbers
 
-from varlens import backend as B
 from varlens.backend import xp
 from varlens.nn import functional as F
-from varlens.nn import init
+from varlens.nn.embedding import Embedding, _check_padding_idx, _init_table
 from varlens.nn.module import Module
-from varlens.nn.parameter import Parameter
+from varlens.nn.norm import _BatchNorm, _NormBase
 from varlens.tensor import Tensor
 
 __all__ = [
@@ -29,10 +28,6 @@ __all__ = [
     "LocalResponseNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "EmbeddingBag",
     "FeatureAlphaDropout",
 ]
-
-
-def _dtype(dtype):
-    return B.to_dtype(dtype) or B.get_default_dtype()
 
 
 def _check_device(device):
@@ -466,7 +461,7 @@ class LocalResponseNorm(Module):
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
 
 
-class _InstanceNorm(Module):
+class _InstanceNorm(_NormBase):
     """Per-example, per-channel normalisation over the spatial axes; ``affine`` adds a weight
     (init 1) and bias (init 0) per channel; ``track_running_stats`` keeps running averages
     (used in eval mode), as BatchNorm does."""
@@ -474,41 +469,8 @@ class _InstanceNorm(Module):
 
     def __init__(self, num_features, eps=1e-05, momentum=0.1, affine=False, track_running_stats=False,
                  device=None, dtype=None, *, bias=True):
-        super().__init__()
         _check_device(device)
-        dt = _dtype(dtype)
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = Parameter(xp.ones(num_features, dtype=dt))
-            if bias:
-                self.bias = Parameter(xp.zeros(num_features, dtype=dt))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        if track_running_stats:
-            self.register_buffer("running_mean", Tensor._make(xp.zeros(num_features, dtype=dt)))
-            self.register_buffer("running_var", Tensor._make(xp.ones(num_features, dtype=dt)))
-            self.register_buffer("num_batches_tracked", Tensor._make(xp.zeros((), dtype=xp.int64)))
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
-
-    def reset_running_stats(self):
-        if self.track_running_stats:
-            self.running_mean._data[...] = 0
-            self.running_var._data[...] = 1
-            self.num_batches_tracked._data[...] = 0
-
-    def reset_parameters(self):
-        self.reset_running_stats()
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
 
     def forward(self, input):
         name = type(self).__name__
@@ -560,28 +522,11 @@ class EmbeddingBag(Module):
             raise NotImplementedError("EmbeddingBag: scale_grad_by_freq and sparse gradients are not supported")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.max_norm, self.norm_type, self.scale_grad_by_freq = max_norm, norm_type, scale_grad_by_freq
-        if padding_idx is not None:
-            if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(f"EmbeddingBag: padding_idx {padding_idx} must be within num_embeddings "
-                                 f"({num_embeddings})")
-            if padding_idx < 0:
-                padding_idx += num_embeddings
-        self.padding_idx = padding_idx
-        if _weight is None:
-            self.weight = Parameter(xp.empty((num_embeddings, embedding_dim), dtype=_dtype(dtype)))
-            self.reset_parameters()
-        else:
-            arr = _weight._data if isinstance(_weight, Tensor) else xp.asarray(_weight)
-            if arr.shape != (num_embeddings, embedding_dim):
-                raise ValueError(f"EmbeddingBag: _weight has shape {arr.shape}, expected "
-                                 f"({num_embeddings}, {embedding_dim})")
-            self.weight = Parameter(arr)
+        self.padding_idx = _check_padding_idx(padding_idx, num_embeddings, "EmbeddingBag")
+        _init_table(self, _weight, dtype, True, "EmbeddingBag")
         self.mode, self.sparse, self.include_last_offset = mode, sparse, include_last_offset
 
-    def reset_parameters(self):
-        init.normal_(self.weight)
-        if self.padding_idx is not None:
-            self.weight._data[self.padding_idx] = 0
+    reset_parameters = Embedding.reset_parameters    # N(0, 1), padding row zeroed
 
     def forward(self, input, offsets=None, per_sample_weights=None):
         return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,
@@ -616,7 +561,6 @@ class EmbeddingBag(Module):
 
 # ---------------------------------------------------------------- 3-D layers, ConvTranspose1d, SyncBatchNorm
 from varlens.nn.conv import _ConvNd  # noqa: E402
-from varlens.nn.norm import _BatchNorm  # noqa: E402
 
 
 class Conv3d(_ConvNd):
@@ -630,7 +574,8 @@ class Conv3d(_ConvNd):
                          padding_mode, 0, device, dtype)
 
     def forward(self, input):
-        return F.conv3d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        x, pad = self._padded(input)
+        return F.conv3d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
 
 
 class _ConvTransposeNd(_ConvNd):

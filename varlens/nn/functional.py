@@ -295,17 +295,17 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
         raise ValueError(f"group_norm: num_channels={C} must be divisible by num_groups={num_groups}")
     x = _ops.reshape(input, (N, num_groups, -1))
     y = _ops.reshape(_nn.LayerNorm.apply(x, None, None, nd=1, eps=eps), tuple(input.shape))
-    pshape = (1, C) + (1,) * (input.ndim - 2)
+    return _channel_affine(y, weight, bias)
+
+
+def _channel_affine(y, weight=None, bias=None):
+    """y * weight + bias with a (C,) weight and bias along dim 1 of y (N, C, *); either may be None."""
+    pshape = (1, y.shape[1]) + (1,) * (y.ndim - 2)
     if weight is not None:
         y = y * _ops.reshape(weight, pshape)
     if bias is not None:
         y = y + _ops.reshape(bias, pshape)
     return y
-
-
-def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
-                  use_input_stats=True, momentum=0.1, eps=1e-05):
-    return group_norm(input, input.shape[1], weight, bias, eps)
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):

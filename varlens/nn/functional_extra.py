@@ -171,13 +171,19 @@ def _check_int(v, name, op, minimum=1):
     return int(v)
 
 
+def _check_shuffle(input, factor, name, op, layout):
+    """The int ``factor`` (>= 1) of a shuffle whose input needs at least 3 dims (``layout``)."""
+    r = _check_int(factor, name, op)
+    if input.ndim < 3:
+        raise RuntimeError(f"{op}: expected an input with at least 3 dimensions ({layout}), got shape "
+                           f"{_shape(input)}")
+    return r
+
+
 def pixel_shuffle(input, upscale_factor):
     """(*, C r^2, H, W) -> (*, C, H r, W r): channel c r^2 + i r + j goes to pixel (h r + i, w r + j)."""
     op = "pixel_shuffle"
-    r = _check_int(upscale_factor, "upscale_factor", op)
-    if input.ndim < 3:
-        raise RuntimeError(f"{op}: expected an input with at least 3 dimensions (*, C, H, W), got shape "
-                           f"{_shape(input)}")
+    r = _check_shuffle(input, upscale_factor, "upscale_factor", op, "*, C, H, W")
     *lead, C, H, W = _shape(input)
     if C % (r * r):
         raise RuntimeError(f"{op}: expects its input's 'channel' dimension to be divisible by the square of "
@@ -191,10 +197,7 @@ def pixel_shuffle(input, upscale_factor):
 def pixel_unshuffle(input, downscale_factor):
     """The inverse of pixel_shuffle: (*, C, H r, W r) -> (*, C r^2, H, W)."""
     op = "pixel_unshuffle"
-    r = _check_int(downscale_factor, "downscale_factor", op)
-    if input.ndim < 3:
-        raise RuntimeError(f"{op}: expected an input with at least 3 dimensions (*, C, H, W), got shape "
-                           f"{_shape(input)}")
+    r = _check_shuffle(input, downscale_factor, "downscale_factor", op, "*, C, H, W")
     *lead, C, H, W = _shape(input)
     if H % r or W % r:
         raise RuntimeError(f"{op}: expects height and width to be divisible by downscale_factor={r}, got "
@@ -208,10 +211,7 @@ def pixel_unshuffle(input, downscale_factor):
 def channel_shuffle(input, groups):
     """(N, C, *) with C = g k: channel i k + j moves to position j g + i."""
     op = "channel_shuffle"
-    g = _check_int(groups, "groups", op)
-    if input.ndim < 3:
-        raise RuntimeError(f"{op}: expected an input with at least 3 dimensions (N, C, *), got shape "
-                           f"{_shape(input)}")
+    g = _check_shuffle(input, groups, "groups", op, "N, C, *")
     N, C, *rest = _shape(input)
     if C % g:
         raise RuntimeError(f"{op}: number of channels must be divisible by groups. Got {C} channels and "
@@ -236,6 +236,12 @@ def _pair(v, name, op, minimum):
     return v
 
 
+def _block_args(kernel_size, dilation, padding, stride, op):
+    """fold/unfold's kernel_size, dilation, padding, stride as pairs (padding >= 0, the rest >= 1)."""
+    return (_pair(kernel_size, "kernel_size", op, 1), _pair(dilation, "dilation", op, 1),
+            _pair(padding, "padding", op, 0), _pair(stride, "stride", op, 1))
+
+
 def _blocks(H, W, k, d, p, s, op):
     Ho = (H + 2 * p[0] - d[0] * (k[0] - 1) - 1) // s[0] + 1
     Wo = (W + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1
@@ -255,10 +261,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     _need_tensor(input, "input", op)
     if input.ndim not in (3, 4):
         raise RuntimeError(f"{op}: expected a 3-D (unbatched) or 4-D (batched) input, got shape {_shape(input)}")
-    k = _pair(kernel_size, "kernel_size", op, 1)
-    d = _pair(dilation, "dilation", op, 1)
-    p = _pair(padding, "padding", op, 0)
-    s = _pair(stride, "stride", op, 1)
+    k, d, p, s = _block_args(kernel_size, dilation, padding, stride, op)
     unb = input.ndim == 3
     x = _ops.unsqueeze(input, 0) if unb else input
     N, C, H, W = _shape(x)
@@ -277,10 +280,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     if input.ndim not in (2, 3):
         raise RuntimeError(f"{op}: expected a 2-D (unbatched) or 3-D (batched) input, got shape {_shape(input)}")
     o = _pair(output_size, "output_size", op, 1)
-    k = _pair(kernel_size, "kernel_size", op, 1)
-    d = _pair(dilation, "dilation", op, 1)
-    p = _pair(padding, "padding", op, 0)
-    s = _pair(stride, "stride", op, 1)
+    k, d, p, s = _block_args(kernel_size, dilation, padding, stride, op)
     unb = input.ndim == 2
     x = _ops.unsqueeze(input, 0) if unb else input
     N, CK, L = _shape(x)
@@ -516,18 +516,24 @@ def _out_sizes(output_size, ins, op):
     return outs
 
 
+def _adaptive_sizes(input, output_size, nd, op):
+    """Check an (N, C, *nd) or (C, *nd) input; the output sizes of adaptive pooling (None: keep)."""
+    _check_nd(input, nd, op)
+    return _out_sizes(output_size, _shape(input)[-nd:], op)
+
+
+def _adaptive_avg(input, output_size, nd, op):
+    """Adaptive average pooling: one averaging matrix per spatial axis."""
+    outs = _adaptive_sizes(input, output_size, nd, op)
+    return _apply_matrices(input, [_adaptive_matrix(L, Lo) for L, Lo in zip(_shape(input)[-nd:], outs)])
+
+
 def adaptive_avg_pool1d(input, output_size):
-    op = "adaptive_avg_pool1d"
-    _check_nd(input, 1, op)
-    (Lo,) = _out_sizes(output_size, _shape(input)[-1:], op)
-    return _apply_matrices(input, [_adaptive_matrix(input.shape[-1], Lo)])
+    return _adaptive_avg(input, output_size, 1, "adaptive_avg_pool1d")
 
 
 def adaptive_avg_pool3d(input, output_size):
-    op = "adaptive_avg_pool3d"
-    _check_nd(input, 3, op)
-    outs = _out_sizes(output_size, _shape(input)[-3:], op)
-    return _apply_matrices(input, [_adaptive_matrix(L, Lo) for L, Lo in zip(_shape(input)[-3:], outs)])
+    return _adaptive_avg(input, output_size, 3, "adaptive_avg_pool3d")
 
 
 def _bins(L, Lo):
@@ -564,14 +570,12 @@ def _adaptive_max(input, outs, op, return_indices):
 
 def adaptive_max_pool1d(input, output_size, return_indices=False):
     op = "adaptive_max_pool1d"
-    _check_nd(input, 1, op)
-    return _adaptive_max(input, _out_sizes(output_size, _shape(input)[-1:], op), op, return_indices)
+    return _adaptive_max(input, _adaptive_sizes(input, output_size, 1, op), op, return_indices)
 
 
 def adaptive_max_pool2d(input, output_size, return_indices=False):
     op = "adaptive_max_pool2d"
-    _check_nd(input, 2, op)
-    return _adaptive_max(input, _out_sizes(output_size, _shape(input)[-2:], op), op, return_indices)
+    return _adaptive_max(input, _adaptive_sizes(input, output_size, 2, op), op, return_indices)
 
 
 def adaptive_max_pool1d_with_indices(input, output_size, return_indices=True):
@@ -634,26 +638,26 @@ def _unpool_size(ins, k, s, p, output_size, op):
     return o
 
 
+def _max_unpool(input, indices, kernel_size, stride, padding, output_size, nd, op, parse):
+    """max_unpool{nd}d: ``parse(v, name, op, minimum)`` turns kernel_size/stride/padding into
+    nd-tuples (stride defaults to kernel_size); values go to their flat indices in zeros."""
+    _check_nd(input, nd, op)
+    k = parse(kernel_size, "kernel_size", op, 1)
+    s = k if stride is None else parse(stride, "stride", op, 1)
+    p = parse(padding, "padding", op, 0)
+    outs = _unpool_size(_shape(input)[-nd:], k, s, p, output_size, op)
+    return _unpool(input, indices, outs, op)
+
+
 def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """Place each value at its index (from max_pool1d(return_indices=True)) in zeros."""
-    op = "max_unpool1d"
-    _check_nd(input, 1, op)
-    k = _one(kernel_size, "kernel_size", op, 1)
-    s = k if stride is None else _one(stride, "stride", op, 1)
-    p = _one(padding, "padding", op, 0)
-    outs = _unpool_size(_shape(input)[-1:], (k,), (s,), (p,), output_size, op)
-    return _unpool(input, indices, outs, op)
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 1, "max_unpool1d",
+                       lambda v, name, op, minimum: (_one(v, name, op, minimum),))
 
 
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """Place each value at its flat index h W + w (from max_pool2d(return_indices=True)) in zeros."""
-    op = "max_unpool2d"
-    _check_nd(input, 2, op)
-    k = _pair(kernel_size, "kernel_size", op, 1)
-    s = k if stride is None else _pair(stride, "stride", op, 1)
-    p = _pair(padding, "padding", op, 0)
-    outs = _unpool_size(_shape(input)[-2:], k, s, p, output_size, op)
-    return _unpool(input, indices, outs, op)
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 2, "max_unpool2d", _pair)
 
 
 # ---------------------------------------------------------------- distances, normalisation
@@ -753,13 +757,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     if rv is not None:
         running_var._data[...] = rv._data.reshape(N, C).mean(0)
         running_var._version[0] += 1
-    y = _ops.reshape(y, _shape(input))
-    pshape = (1, C) + (1,) * (input.ndim - 2)
-    if weight is not None:
-        y = y * _ops.reshape(weight, pshape)
-    if bias is not None:
-        y = y + _ops.reshape(bias, pshape)
-    return y
+    return _F()._channel_affine(_ops.reshape(y, _shape(input)), weight, bias)
 
 
 def feature_alpha_dropout(input, p=0.5, training=False, inplace=False, *, generator=None):
@@ -1342,8 +1340,7 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
 
 def adaptive_max_pool3d(input, output_size, return_indices=False):
     op = "adaptive_max_pool3d"
-    _check_nd(input, 3, op)
-    return _adaptive_max(input, _out_sizes(output_size, _shape(input)[-3:], op), op, return_indices)
+    return _adaptive_max(input, _adaptive_sizes(input, output_size, 3, op), op, return_indices)
 
 
 def adaptive_max_pool3d_with_indices(input, output_size, return_indices=True):
@@ -1359,13 +1356,8 @@ def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
 
 def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """Place each value at its flat index (from max_pool3d(return_indices=True)) in zeros."""
-    op = "max_unpool3d"
-    _check_nd(input, 3, op)
-    k = _ntup(kernel_size, 3, "kernel_size", op, 1)
-    s = k if stride is None else _ntup(stride, 3, "stride", op, 1)
-    p = _ntup(padding, 3, "padding", op, 0)
-    outs = _unpool_size(_shape(input)[-3:], k, s, p, output_size, op)
-    return _unpool(input, indices, outs, op)
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 3, "max_unpool3d",
+                       lambda v, name, op, minimum: _ntup(v, 3, name, op, minimum))
 
 
 __all__ += ["conv3d", "conv_transpose1d", "conv_transpose3d", "max_pool3d", "max_pool3d_with_indices",
@@ -1700,6 +1692,8 @@ def celu(input, alpha=1.0, inplace=False):
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val cannot be greater than max_val, got min_val={min_val}, max_val={max_val}")
+    if input.dtype.kind in "iu":     # integer input keeps its dtype (the bounds are truncated), as torch
+        min_val, max_val = int(min_val), int(max_val)
     return hardtanh_(input, min_val, max_val) if inplace else _ops.clamp(input, min_val, max_val)
 
 

@@ -79,6 +79,47 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
+class LazyLinear(Linear):
+    """A Linear whose in_features comes from its first input (torch.nn.LazyLinear).
+
+    Until the first call the weight and bias are empty placeholders (shape (0,)); the first
+    forward gives them their shapes in place (the same Parameter objects, so an optimiser made
+    earlier keeps working), initialises them as Linear does, and the module becomes a Linear."""
+
+    def __init__(self, out_features, bias=True, device=None, dtype=None):
+        Module.__init__(self)
+        _check_device(device)
+        if not isinstance(out_features, int) or isinstance(out_features, bool) or out_features < 0:
+            raise ValueError(f"LazyLinear: out_features must be a non-negative int, got {out_features!r}")
+        self.in_features = 0
+        self.out_features = out_features
+        self.weight = _empty(0, dtype=dtype)
+        if bias:
+            self.bias = _empty(0, dtype=dtype)
+        else:
+            self.register_parameter("bias", None)
+
+    def has_uninitialized_params(self):
+        return True
+
+    def initialize_parameters(self, input):
+        """Shape the parameters from ``input``'s last dimension and initialise them."""
+        s = input.shape
+        if not s:
+            raise RuntimeError(f"LazyLinear: expected an input with at least one dimension, got shape {tuple(s)}")
+        self.in_features = int(s[-1])
+        dt = self.weight._data.dtype
+        self.weight._data = xp.empty((self.out_features, self.in_features), dtype=dt)
+        if self.bias is not None:
+            self.bias._data = xp.empty((self.out_features,), dtype=dt)
+        self.reset_parameters()
+        self.__class__ = Linear
+
+    def forward(self, input):
+        self.initialize_parameters(input)
+        return Linear.forward(self, input)
+
+
 class Bilinear(Module):
     """y_k = x1^T W_k x2 + b_k, weight (out, in1, in2); init U(-1/sqrt(in1), 1/sqrt(in1)) as PyTorch."""
 

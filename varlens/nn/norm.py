@@ -14,35 +14,40 @@ def _dt(dtype):
     return B.to_dtype(dtype) or B.get_default_dtype()
 
 
-class _BatchNorm(Module):
-    """Batch normalisation over the channel axis 1 (seed 001 §2, seed 003 §4.3.2, seed 004 §B.2).
+def _affine_params(module, shape, dt, affine, bias=True):
+    """Register ``weight`` (init 1) and ``bias`` (init 0) of ``shape`` on ``module``, or None
+    for each one that is switched off (no affine at all, or bias=False)."""
+    if affine:
+        module.weight = Parameter(xp.ones(shape, dtype=dt))
+        if bias:
+            module.bias = Parameter(xp.zeros(shape, dtype=dt))
+        else:
+            module.register_parameter("bias", None)
+    else:
+        module.register_parameter("weight", None)
+        module.register_parameter("bias", None)
 
-    Training: normalise with the batch mean and the biased batch variance, eps inside the
-    square root; update running_mean/running_var (unbiased) with ``momentum`` (0.1;
-    None = cumulative average over the batches seen).  Eval: use the running statistics
-    (unless track_running_stats=False).  Affine gamma (``weight``, init 1) and beta
-    (``bias``, init 0).  ``eps_mode='std'`` selects seed 004's std + eps (varlens extra)."""
 
-    _ndims = ()
+def _reset_affine(module):
+    """weight back to 1 and bias back to 0 (those that exist)."""
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
+
+
+class _NormBase(Module):
+    """What batch and instance norm share: per-channel affine weight/bias and (with
+    ``track_running_stats``) the buffers running_mean (init 0), running_var (init 1) and
+    num_batches_tracked."""
 
     def __init__(self, num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True,
-                 device=None, dtype=None, *, bias=True, eps_mode="sqrt"):
+                 device=None, dtype=None, *, bias=True):
         super().__init__()
-        if eps_mode not in ("sqrt", "std"):
-            raise ValueError(f"{type(self).__name__}: eps_mode must be 'sqrt' or 'std', got {eps_mode!r}")
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats, self.eps_mode = affine, track_running_stats, eps_mode
-        self._has_bias = bool(bias)
+        self.affine, self.track_running_stats = affine, track_running_stats
         dt = _dt(dtype)
-        if affine:
-            self.weight = Parameter(xp.ones(num_features, dtype=dt))
-            if bias:
-                self.bias = Parameter(xp.zeros(num_features, dtype=dt))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_params(self, num_features, dt, affine, bias)
         if track_running_stats:
             self.register_buffer("running_mean", Tensor._make(xp.zeros(num_features, dtype=dt)))
             self.register_buffer("running_var", Tensor._make(xp.ones(num_features, dtype=dt)))
@@ -60,10 +65,27 @@ class _BatchNorm(Module):
 
     def reset_parameters(self):
         self.reset_running_stats()
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
+
+
+class _BatchNorm(_NormBase):
+    """Batch normalisation over the channel axis 1 (seed 001 §2, seed 003 §4.3.2, seed 004 §B.2).
+
+    Training: normalise with the batch mean and the biased batch variance, eps inside the
+    square root; update running_mean/running_var (unbiased) with ``momentum`` (0.1;
+    None = cumulative average over the batches seen).  Eval: use the running statistics
+    (unless track_running_stats=False).  Affine gamma (``weight``, init 1) and beta
+    (``bias``, init 0).  ``eps_mode='std'`` selects seed 004's std + eps (varlens extra)."""
+
+    _ndims = ()
+
+    def __init__(self, num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True,
+                 device=None, dtype=None, *, bias=True, eps_mode="sqrt"):
+        if eps_mode not in ("sqrt", "std"):
+            raise ValueError(f"{type(self).__name__}: eps_mode must be 'sqrt' or 'std', got {eps_mode!r}")
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
+        self.eps_mode = eps_mode
+        self._has_bias = bool(bias)
 
     def _check_input_dim(self, input):
         if input.ndim not in self._ndims:
@@ -116,22 +138,9 @@ class LayerNorm(Module):
         self.normalized_shape = F._norm_shape(normalized_shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
         self._has_bias = bool(bias) and bool(elementwise_affine)
-        dt = _dt(dtype)
-        if elementwise_affine:
-            self.weight = Parameter(xp.ones(self.normalized_shape, dtype=dt))
-            if bias:
-                self.bias = Parameter(xp.zeros(self.normalized_shape, dtype=dt))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_params(self, self.normalized_shape, _dt(dtype), elementwise_affine, bias)
 
-    def reset_parameters(self):
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+    reset_parameters = _reset_affine
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -174,16 +183,9 @@ class GroupNorm(Module):
             raise ValueError(f"GroupNorm: num_channels={num_channels} must be divisible by num_groups={num_groups}")
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
         self._has_bias = bool(bias)
-        dt = _dt(dtype)
-        if affine:
-            self.weight = Parameter(xp.ones(num_channels, dtype=dt))
-            if bias:
-                self.bias = Parameter(xp.zeros(num_channels, dtype=dt))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_params(self, num_channels, _dt(dtype), affine, bias)
+
+    reset_parameters = _reset_affine
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)

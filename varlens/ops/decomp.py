@@ -27,6 +27,7 @@ from varlens.autograd import grad_mode as _gm
 from varlens.autograd.function import Function
 from varlens.backend import xp
 from varlens.ops import dual as D
+from varlens.ops.misc import _diag_indices
 from varlens.tensor import Tensor
 
 
@@ -473,17 +474,18 @@ def eigvalsh(A, UPLO="L", *, out=None):
     return eigh(A, UPLO).eigenvalues
 
 
-def _no_complex(name):
+def _unavailable(name, why):
+    """linalg.<name>: a stub that raises NotImplementedError saying ``why`` and what to use instead."""
     def f(*args, **kwargs):
-        raise NotImplementedError(f"linalg.{name}: varlens has no complex dtypes, and the eigenvalues of a "
-                                  "general matrix are complex; for a symmetric matrix use linalg.eigh / "
-                                  "linalg.eigvalsh")
+        raise NotImplementedError(f"linalg.{name}: {why}")
     f.__name__ = name
     return f
 
 
-eig = _no_complex("eig")
-eigvals = _no_complex("eigvals")
+_NO_COMPLEX = ("varlens has no complex dtypes, and the eigenvalues of a general matrix are complex; for a "
+               "symmetric matrix use linalg.eigh / linalg.eigvalsh")
+eig = _unavailable("eig", _NO_COMPLEX)
+eigvals = _unavailable("eigvals", _NO_COMPLEX)
 
 
 # ---------------------------------------------------------------- SVD
@@ -886,13 +888,7 @@ def _diagonal(A, offset, dim1, dim2, fn):
     o = _o()
     order = [i for i in range(nd) if i not in (d1, d2)] + [d1, d2]
     x = o.permute(A, order) if order != list(range(nd)) else A
-    r, c = x.shape[-2], x.shape[-1]
-    if offset >= 0:
-        k = max(0, min(r, c - offset))
-        rows, cols = xp.arange(k), xp.arange(k) + offset
-    else:
-        k = max(0, min(r + offset, c))
-        rows, cols = xp.arange(k) - offset, xp.arange(k)
+    rows, cols = _diag_indices(x.shape[-2], x.shape[-1], offset)
     return x[..., rows, cols]
 
 
@@ -940,18 +936,11 @@ def householder_product(A, tau, *, out=None):
     return Q[..., :, :n]
 
 
-def _ldl(name):
-    def f(*args, **kwargs):
-        raise NotImplementedError(f"linalg.{name}: the LDL^T factorisation is not implemented in varlens; for a "
-                                  "positive-definite matrix use linalg.cholesky / cholesky_solve, otherwise "
-                                  "linalg.lu_factor / lu_solve or linalg.solve")
-    f.__name__ = name
-    return f
-
-
-ldl_factor = _ldl("ldl_factor")
-ldl_factor_ex = _ldl("ldl_factor_ex")
-ldl_solve = _ldl("ldl_solve")
+_NO_LDL = ("the LDL^T factorisation is not implemented in varlens; for a positive-definite matrix use "
+           "linalg.cholesky / cholesky_solve, otherwise linalg.lu_factor / lu_solve or linalg.solve")
+ldl_factor = _unavailable("ldl_factor", _NO_LDL)
+ldl_factor_ex = _unavailable("ldl_factor_ex", _NO_LDL)
+ldl_solve = _unavailable("ldl_solve", _NO_LDL)
 
 
 def vecdot(x, y, *, dim=-1, out=None):
@@ -1180,20 +1169,26 @@ def lu_solve(LU, pivots, B, *, left=True, adjoint=False, out=None):
     return st(LUt, st(LUt, o.matmul(B, P), upper=True, left=False, unitriangular=True), upper=False, left=False)
 
 
+def _ex(A, check_errors, fn, matrix, compute, nan_shape):
+    """(compute(), info = 0); where LAPACK finds A singular, (NaN of nan_shape(), info > 0: the
+    1-based index of the first exactly zero pivot of A's LU factorisation), or with check_errors
+    a LinAlgError naming the op (``matrix`` is how the message names A)."""
+    try:
+        return compute(), Tensor._make(xp.zeros(tuple(A.shape[:-2]), dtype=xp.int32))
+    except xp.linalg.LinAlgError:
+        pass
+    info = _getrf(A._data)[2]
+    if check_errors:
+        raise LinAlgError(f"{fn}: {matrix} is singular (a pivot of its LU factorisation is exactly zero)")
+    return Tensor._make(xp.full(nan_shape(), xp.nan, dtype=A.dtype)), Tensor._make(info)
+
+
 def inv_ex(A, *, check_errors=False, out=None):
     """torch.linalg.inv_ex: (inverse, info); info > 0 is the 1-based index of an exactly zero
     pivot (the matrix is singular; its inverse is then NaN)."""
     from varlens.ops.linalg import inv as _inv
     _check(A, "linalg.inv_ex", square=True)
-    try:
-        return InvExResult(_inv(A), Tensor._make(xp.zeros(tuple(A.shape[:-2]), dtype=xp.int32)))
-    except xp.linalg.LinAlgError:
-        pass
-    info = _getrf(A._data)[2]
-    if check_errors:
-        raise LinAlgError("linalg.inv_ex: the matrix is singular (a pivot of its LU factorisation is "
-                          "exactly zero)")
-    return InvExResult(Tensor._make(xp.full(tuple(A.shape), xp.nan, dtype=A.dtype)), Tensor._make(info))
+    return InvExResult(*_ex(A, check_errors, "linalg.inv_ex", "the matrix", lambda: _inv(A), lambda: tuple(A.shape)))
 
 
 def solve_ex(A, B, *, left=True, check_errors=False, out=None):
@@ -1201,23 +1196,18 @@ def solve_ex(A, B, *, left=True, check_errors=False, out=None):
     from varlens.ops.linalg import solve as _solve
     _check(A, "linalg.solve_ex", square=True)
     o = _o()
-    try:
+
+    def compute():
         if left:
-            res = _solve(A, B)
-        else:
-            res = o.transpose(_solve(o.transpose(A, -2, -1), o.transpose(B, -2, -1)), -2, -1)
-        return SolveExResult(res, Tensor._make(xp.zeros(tuple(A.shape[:-2]), dtype=xp.int32)))
-    except xp.linalg.LinAlgError:
-        pass
-    info = _getrf(A._data)[2]
-    if check_errors:
-        raise LinAlgError("linalg.solve_ex: the matrix A is singular (a pivot of its LU factorisation is "
-                          "exactly zero)")
-    if B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1])):  # vectors
-        shape = xp.broadcast_shapes(tuple(A.shape[:-2]), tuple(B.shape[:-1])) + (A.shape[-1],)
-    else:
-        shape = xp.broadcast_shapes(tuple(A.shape[:-2]), tuple(B.shape[:-2])) + tuple(B.shape[-2:])
-    return SolveExResult(Tensor._make(xp.full(shape, xp.nan, dtype=A.dtype)), Tensor._make(info))
+            return _solve(A, B)
+        return o.transpose(_solve(o.transpose(A, -2, -1), o.transpose(B, -2, -1)), -2, -1)
+
+    def nan_shape():
+        if B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1])):  # vectors
+            return xp.broadcast_shapes(tuple(A.shape[:-2]), tuple(B.shape[:-1])) + (A.shape[-1],)
+        return xp.broadcast_shapes(tuple(A.shape[:-2]), tuple(B.shape[:-2])) + tuple(B.shape[-2:])
+
+    return SolveExResult(*_ex(A, check_errors, "linalg.solve_ex", "the matrix A", compute, nan_shape))
 
 
 def cond(A, p=None, *, out=None):

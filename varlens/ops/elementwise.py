@@ -385,40 +385,45 @@ def _int_zero_div(a, b, op):
         raise RuntimeError(f"ZeroDivisionError: {op} of an integer tensor by zero")
 
 
-class Remainder(Function):
-    """out = a - b floor(a/b) (the sign of b, as Python's %);  d/da = 1, d/db = -floor(a/b).
-    floor(a/b) is piecewise constant, so it is kept as a constant array (as PyTorch)."""
+class _Modulo(Function):
+    """out = a - b q with q = a/b rounded (down for remainder, toward zero for fmod);  d/da = 1,
+    d/db = -q.  q is piecewise constant, so it is kept as a constant array (as PyTorch)."""
+
+    op_name = ""
 
     def forward(self, a, b):
         self.a, self.b = a, b
         if _kind(b) in "iub" and _kind(a) in "iub":
-            _int_zero_div(a, b, "remainder")
-        return xp.remainder(a, b)
+            _int_zero_div(a, b, self.op_name)
+        return self.fwd(a, b)
 
     def backward(self, g):
         n = self.next
         gb = None
         if n[1] is not None:
-            gb = -g * xp.floor_divide(self.a, self.b)
+            gb = -g * self.quotient(self.a, self.b, g)
         return (g if n[0] is not None else None), gb
 
 
-class Fmod(Function):
-    """out = a - b trunc(a/b) (the sign of a, C's fmod);  d/da = 1, d/db = -trunc(a/b)."""
+class Remainder(_Modulo):
+    """out = a - b floor(a/b) (the sign of b, as Python's %);  d/db = -floor(a/b)."""
 
-    def forward(self, a, b):
-        self.a, self.b = a, b
-        if _kind(b) in "iub" and _kind(a) in "iub":
-            _int_zero_div(a, b, "fmod")
-        return xp.fmod(a, b)
+    op_name, fwd = "remainder", staticmethod(xp.remainder)
 
-    def backward(self, g):
-        n = self.next
-        gb = None
-        if n[1] is not None:
-            q = xp.trunc(xp.true_divide(self.a, self.b))
-            gb = -g * q.astype(getattr(g, "dtype", q.dtype), copy=False)
-        return (g if n[0] is not None else None), gb
+    @staticmethod
+    def quotient(a, b, g):
+        return xp.floor_divide(a, b)
+
+
+class Fmod(_Modulo):
+    """out = a - b trunc(a/b) (the sign of a, C's fmod);  d/db = -trunc(a/b)."""
+
+    op_name, fwd = "fmod", staticmethod(xp.fmod)
+
+    @staticmethod
+    def quotient(a, b, g):
+        q = xp.trunc(xp.true_divide(a, b))
+        return q.astype(getattr(g, "dtype", q.dtype), copy=False)
 
 
 class FloorDivide(Function):

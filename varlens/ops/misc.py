@@ -31,24 +31,24 @@ def triu(x, diagonal=0):
     return mul(x, _T()._make(m.astype(x.dtype)))
 
 
+def _diag_indices(r, c, offset):
+    """(rows, cols) index arrays of the offset-th diagonal of an r x c matrix (offset > 0: above)."""
+    if offset >= 0:
+        k = max(0, min(r, c - offset))
+        return xp.arange(k), xp.arange(k) + offset
+    k = max(0, min(r + offset, c))
+    return xp.arange(k) - offset, xp.arange(k)
+
+
 def diag(x, diagonal=0):
     """1-D -> a square matrix with x on the given diagonal; 2-D -> that diagonal as 1-D."""
     from varlens.ops.index import getitem, index_put
     if x.ndim == 1:
         n = x.shape[0] + abs(diagonal)
         out = _T()._make(xp.zeros((n, n), dtype=x.dtype))
-        i = xp.arange(x.shape[0])
-        rows, cols = (i, i + diagonal) if diagonal >= 0 else (i - diagonal, i)
-        return index_put(out, (rows, cols), x)
+        return index_put(out, _diag_indices(n, n, diagonal), x)
     if x.ndim == 2:
-        r, c = x.shape
-        if diagonal >= 0:
-            k = max(0, min(r, c - diagonal))
-            rows, cols = xp.arange(k), xp.arange(k) + diagonal
-        else:
-            k = max(0, min(r + diagonal, c))
-            rows, cols = xp.arange(k) - diagonal, xp.arange(k)
-        return getitem(x, (rows, cols))
+        return getitem(x, _diag_indices(x.shape[0], x.shape[1], diagonal))
     raise RuntimeError(f"diag: expected a 1-D or 2-D tensor, got shape {tuple(x.shape)}")
 
 

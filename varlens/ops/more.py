@@ -33,40 +33,27 @@ def _T(v, like=None):
 
 
 # ---------------------------------------------------------------- Functions (no primitive to compose)
-class Atan(Function):
-    """d atan(x)/dx = 1 / (1 + x^2)."""
+class _Elementary(Function):
+    """y = fn(x) for a NumPy ufunc; ``grad(g, x)`` gives the gradient from the saved input.  It is
+    written with Python operators and varlens.ops.dual, so it is differentiable again."""
 
     def forward(self, x):
         self.save_for_backward(x)
-        return xp.arctan(x)
+        return self.fn(x)
 
     def backward(self, g):
         (x,) = self.saved
-        return g / (1 + x * x)
+        return self.grad(g, x)
 
 
-class Asin(Function):
-    """d asin(x)/dx = 1 / sqrt(1 - x^2)."""
-
-    def forward(self, x):
-        self.save_for_backward(x)
-        return xp.arcsin(x)
-
-    def backward(self, g):
-        (x,) = self.saved
-        return g / D.sqrt(1 - x * x)
+def _elementary(name, fn, grad, doc):
+    """A Function class named ``name``: forward ``fn(x)``, backward ``grad(g, x)``."""
+    return type(name, (_Elementary,), {"fn": staticmethod(fn), "grad": staticmethod(grad), "__doc__": doc})
 
 
-class Acos(Function):
-    """d acos(x)/dx = -1 / sqrt(1 - x^2)."""
-
-    def forward(self, x):
-        self.save_for_backward(x)
-        return xp.arccos(x)
-
-    def backward(self, g):
-        (x,) = self.saved
-        return -g / D.sqrt(1 - x * x)
+Atan = _elementary("Atan", xp.arctan, lambda g, x: g / (1 + x * x), "d atan(x)/dx = 1 / (1 + x^2).")
+Asin = _elementary("Asin", xp.arcsin, lambda g, x: g / D.sqrt(1 - x * x), "d asin(x)/dx = 1 / sqrt(1 - x^2).")
+Acos = _elementary("Acos", xp.arccos, lambda g, x: -g / D.sqrt(1 - x * x), "d acos(x)/dx = -1 / sqrt(1 - x^2).")
 
 
 class Atan2(Function):
@@ -96,36 +83,40 @@ class Erfinv(Function):
         return g * (0.5 * math.sqrt(math.pi)) * D.exp(y * y)
 
 
-class Lgamma(Function):
-    """d lgamma(x)/dx = digamma(x).  Second derivatives are not implemented."""
+class _ScipyUnary(Function):
+    """y = scipy.special.<fn>(x) in x's dtype; ``grad(g, x, y)`` gives the gradient (each op's
+    derivative is written in its table row).  Second derivatives are not implemented (the
+    backward calls SciPy on arrays)."""
 
     differentiable_backward = False
+    fn = ""
 
     def forward(self, x):
-        from scipy.special import gammaln
-        self.save_for_backward(x)
-        return gammaln(x).astype(x.dtype, copy=False)
+        import scipy.special as S
+        y = getattr(S, self.fn)(x).astype(x.dtype, copy=False)
+        self.save_for_backward(x, y)
+        return y
 
     def backward(self, g):
-        from scipy.special import digamma
-        (x,) = self.saved
-        return g * digamma(x).astype(x.dtype, copy=False)
+        x, y = self.saved
+        return self.grad(g, x, y)
 
 
-class Digamma(Function):
-    """d digamma(x)/dx = polygamma(1, x).  Second derivatives are not implemented."""
+def _sp(name):
+    import scipy.special as S
+    return getattr(S, name)
 
-    differentiable_backward = False
 
-    def forward(self, x):
-        from scipy.special import digamma
-        self.save_for_backward(x)
-        return digamma(x).astype(x.dtype, copy=False)
+def _scipy_unary(name, fn, grad, doc):
+    """A Function class named ``name``: forward by scipy.special.<fn>, backward ``grad(g, x, y)``."""
+    return type(name, (_ScipyUnary,), {"fn": fn, "grad": staticmethod(grad), "__doc__": doc})
 
-    def backward(self, g):
-        from scipy.special import polygamma
-        (x,) = self.saved
-        return g * polygamma(1, x).astype(x.dtype, copy=False)
+
+Lgamma = _scipy_unary("Lgamma", "gammaln", lambda g, x, y: g * _sp("digamma")(x).astype(x.dtype, copy=False),
+                      "d lgamma(x)/dx = digamma(x).  Second derivatives are not implemented.")
+Digamma = _scipy_unary("Digamma", "digamma",
+                       lambda g, x, y: g * _sp("polygamma")(1, x).astype(x.dtype, copy=False),
+                       "d digamma(x)/dx = polygamma(1, x).  Second derivatives are not implemented.")
 
 
 def _float(x):

@@ -22,6 +22,7 @@ from varlens.autograd import grad_mode as _gm
 from varlens.autograd.function import Function
 from varlens.backend import xp
 from varlens.ops import dual as D
+from varlens.ops.more import _elementary, _scipy_unary, _sp
 from varlens.tensor import Tensor
 
 
@@ -137,40 +138,10 @@ class Sinc(Function):
         return D.where(zero, 0.0, g * ((D.cos(px) - D.sin(px) / px) / xs))
 
 
-class Asinh(Function):
-    """d asinh(x)/dx = 1 / sqrt(x^2 + 1)."""
-
-    def forward(self, x):
-        self.save_for_backward(x)
-        return xp.arcsinh(x)
-
-    def backward(self, g):
-        (x,) = self.saved
-        return g / D.sqrt(x * x + 1)
-
-
-class Acosh(Function):
-    """d acosh(x)/dx = 1 / sqrt(x^2 - 1) (x > 1)."""
-
-    def forward(self, x):
-        self.save_for_backward(x)
-        return xp.arccosh(x)
-
-    def backward(self, g):
-        (x,) = self.saved
-        return g / D.sqrt(x * x - 1)
-
-
-class Atanh(Function):
-    """d atanh(x)/dx = 1 / (1 - x^2) (|x| < 1)."""
-
-    def forward(self, x):
-        self.save_for_backward(x)
-        return xp.arctanh(x)
-
-    def backward(self, g):
-        (x,) = self.saved
-        return g / (1 - x * x)
+Asinh = _elementary("Asinh", xp.arcsinh, lambda g, x: g / D.sqrt(x * x + 1), "d asinh(x)/dx = 1 / sqrt(x^2 + 1).")
+Acosh = _elementary("Acosh", xp.arccosh, lambda g, x: g / D.sqrt(x * x - 1),
+                    "d acosh(x)/dx = 1 / sqrt(x^2 - 1) (x > 1).")
+Atanh = _elementary("Atanh", xp.arctanh, lambda g, x: g / (1 - x * x), "d atanh(x)/dx = 1 / (1 - x^2) (|x| < 1).")
 
 
 class Polygamma(Function):
@@ -191,20 +162,8 @@ class Polygamma(Function):
         return g * _pg(self.n + 1, x).astype(x.dtype, copy=False), None
 
 
-class I0(Function):
-    """Modified Bessel function I0; d/dx = I1(x).  Second derivatives are not implemented."""
-
-    differentiable_backward = False
-
-    def forward(self, x):
-        from scipy.special import i0
-        self.save_for_backward(x)
-        return i0(x).astype(x.dtype, copy=False)
-
-    def backward(self, g):
-        from scipy.special import i1
-        (x,) = self.saved
-        return g * i1(x).astype(x.dtype, copy=False)
+I0 = _scipy_unary("I0", "i0", lambda g, x, y: g * _sp("i1")(x).astype(x.dtype, copy=False),
+                  "Modified Bessel function I0; d/dx = I1(x).  Second derivatives are not implemented.")
 
 
 class IGamma(Function):
@@ -750,10 +709,8 @@ def _int_op(name, fn):
     return f
 
 
-gcd = _int_op("gcd", xp.gcd)
-lcm = _int_op("lcm", xp.lcm)
-bitwise_left_shift = _int_op("bitwise_left_shift", xp.left_shift)
-bitwise_right_shift = _int_op("bitwise_right_shift", xp.right_shift)
+_INT_OPS = {"gcd": xp.gcd, "lcm": xp.lcm, "bitwise_left_shift": xp.left_shift, "bitwise_right_shift": xp.right_shift}
+globals().update({n: _int_op(n, f) for n, f in _INT_OPS.items()})
 
 
 def bitwise_xor(input, other):  # noqa: A002

@@ -13,7 +13,8 @@ has no second running average.
 from __future__ import annotations
 
 from varlens import backend as B
-from varlens.optim.optimizer import Optimizer, _check_range, _new_step, _step_count
+from varlens.optim.optimizer import (Optimizer, _check_range, _new_step, _no_differentiable,
+                                     _step_count)
 from varlens.tensor import Tensor
 
 __all__ = ["Adadelta"]
@@ -24,8 +25,7 @@ class Adadelta(Optimizer):
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
                  capturable=False, maximize=False, differentiable=False):
-        if differentiable:
-            raise ValueError("Adadelta: differentiable=True is not supported in varlens")
+        _no_differentiable("Adadelta", differentiable)
         defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
                         capturable=capturable, foreach=foreach, differentiable=differentiable)
         super().__init__(params, defaults)

@@ -10,7 +10,8 @@ them; the sum keeps growing so the steps keep shrinking).  The update, as PyTorc
 from __future__ import annotations
 
 from varlens import backend as B
-from varlens.optim.optimizer import Optimizer, _check_range, _new_step, _step_count
+from varlens.optim.optimizer import (Optimizer, _check_range, _new_step, _no_differentiable,
+                                     _step_count)
 from varlens.tensor import Tensor
 
 __all__ = ["Adagrad"]
@@ -22,8 +23,7 @@ class Adagrad(Optimizer):
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
                  eps=1e-10, foreach=None, *, maximize=False, differentiable=False, fused=None):
-        if differentiable:
-            raise ValueError("Adagrad: differentiable=True is not supported in varlens")
+        _no_differentiable("Adagrad", differentiable)
         defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                         initial_accumulator_value=initial_accumulator_value, foreach=foreach,
                         maximize=maximize, differentiable=differentiable, fused=fused)

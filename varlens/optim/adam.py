@@ -19,8 +19,8 @@ denominator); AdamW decouples it (seed 003 eq. 4.2.5): ``p <- (1 - lr wd) p`` fi
 from __future__ import annotations
 
 from varlens import backend as B
-from varlens.optim.optimizer import (Optimizer, _check_betas, _check_range, _lerp_, _new_step,
-                                     _step_count)
+from varlens.optim.optimizer import (Optimizer, _check_adam_group, _lerp_, _new_step,
+                                     _no_differentiable, _step_count)
 from varlens.tensor import Tensor
 
 __all__ = ["Adam"]
@@ -35,8 +35,7 @@ class Adam(Optimizer):
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False,
                  eps_inside_sqrt=False):
-        if differentiable:
-            raise ValueError(f"{type(self).__name__}: differentiable=True is not supported in varlens")
+        _no_differentiable(type(self).__name__, differentiable)
         defaults = dict(lr=lr, betas=tuple(betas) if isinstance(betas, list) else betas, eps=eps,
                         weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
                         foreach=foreach, capturable=capturable, differentiable=differentiable,
@@ -46,10 +45,7 @@ class Adam(Optimizer):
 
     def _validate_group(self, group):
         super()._validate_group(group)
-        name = type(self).__name__
-        _check_betas(name, group["betas"])
-        _check_range(name, "eps", group["eps"], 0.0)
-        _check_range(name, "weight_decay", group["weight_decay"], 0.0)
+        _check_adam_group(type(self).__name__, group)
 
     def step(self, closure=None):
         loss = self._closure(closure)

@@ -23,15 +23,16 @@ from __future__ import annotations
 
 import math
 import numbers
-import types
 
-from varlens.optim.lr_scheduler import (LRScheduler, ReduceLROnPlateau, _check_num,
-                                        _check_optimizer, _per_group)
+from varlens.optim.lr_scheduler import (LRScheduler, ReduceLROnPlateau, _callable_state,
+                                        _check_num, _check_optimizer, _load_callable_state,
+                                        _momentum_cycling, _per_group, _SchedulerList,
+                                        _set_momentum)
 
 __all__ = ["ChainedScheduler", "CyclicLR", "CosineAnnealingWarmRestarts"]
 
 
-class ChainedScheduler(LRScheduler):
+class ChainedScheduler(_SchedulerList):
     """Call ``step()`` of every scheduler in ``schedulers`` (all on one optimiser) in order."""
 
     def __init__(self, schedulers, optimizer=None):
@@ -57,18 +58,6 @@ class ChainedScheduler(LRScheduler):
         for s in self._schedulers:
             s.step()
         self._last_lr = [g["lr"] for g in self._schedulers[-1].optimizer.param_groups]
-
-    def state_dict(self):
-        sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        sd["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return sd
-
-    def load_state_dict(self, state_dict):
-        state_dict = dict(state_dict)
-        subs = state_dict.pop("_schedulers")
-        self.__dict__.update(state_dict)
-        for s, d in zip(self._schedulers, subs):
-            s.load_state_dict(d)
 
 
 class CyclicLR(LRScheduler):
@@ -110,21 +99,8 @@ class CyclicLR(LRScheduler):
         self._init_scale_fn()
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
-            d = optimizer.defaults
-            if "momentum" not in d and "betas" not in d:
-                raise ValueError("CyclicLR: optimizer must support momentum or beta1 with "
-                                 f"cycle_momentum=True ({type(optimizer).__name__} has neither)")
-            self.use_beta1 = "betas" in d
-            self.base_momentums = _per_group("CyclicLR", "base_momentum", base_momentum, optimizer)
-            self.max_momentums = _per_group("CyclicLR", "max_momentum", max_momentum, optimizer)
-            if last_epoch == -1:
-                for mm, bm, g in zip(self.max_momentums, self.base_momentums, optimizer.param_groups):
-                    if self.use_beta1:
-                        g["betas"] = (mm, *g["betas"][1:])
-                    else:
-                        g["momentum"] = mm
-                    g["max_momentum"] = mm
-                    g["base_momentum"] = bm
+            self.use_beta1, self.base_momentums, self.max_momentums = _momentum_cycling(
+                "CyclicLR", optimizer, base_momentum, max_momentum, last_epoch)
         super().__init__(optimizer, last_epoch)
         self.base_lrs = base_lrs
 
@@ -157,27 +133,15 @@ class CyclicLR(LRScheduler):
         if self.cycle_momentum:
             for g, bm, mm in zip(self.optimizer.param_groups, self.base_momentums,
                                  self.max_momentums):
-                mom = mm - (mm - bm) * frac * scale
-                if self.use_beta1:
-                    g["betas"] = (mom, *g["betas"][1:])
-                else:
-                    g["momentum"] = mom
+                _set_momentum(g, mm - (mm - bm) * frac * scale, self.use_beta1)
         return lrs
 
     def state_dict(self):
-        sd = super().state_dict()
-        fn = sd.pop("_scale_fn_custom")
-        # a lambda or function is not saved (as in PyTorch); a callable object's attributes are
-        sd["_scale_fn_custom"] = (None if fn is None or isinstance(fn, types.FunctionType)
-                                  else dict(fn.__dict__))
-        return sd
+        return self._state_dict_with("_scale_fn_custom", _callable_state(self._scale_fn_custom))
 
     def load_state_dict(self, state_dict):
-        state_dict = dict(state_dict)
-        fn = state_dict.pop("_scale_fn_custom")
-        self.__dict__.update(state_dict)
-        if fn is not None and self._scale_fn_custom is not None:
-            self._scale_fn_custom.__dict__.update(fn)
+        saved = self._load_state_dict_but(state_dict, "_scale_fn_custom")
+        _load_callable_state(self._scale_fn_custom, saved)
         self._init_scale_fn()
 
 

@@ -124,8 +124,32 @@ class LRScheduler:
     def load_state_dict(self, state_dict):
         self.__dict__.update(state_dict)
 
+    def _state_dict_with(self, key, saved):
+        """``state_dict()`` with the attribute ``key`` kept in its own saved form, ``saved``."""
+        sd = LRScheduler.state_dict(self)
+        sd[key] = saved
+        return sd
+
+    def _load_state_dict_but(self, state_dict, key):
+        """Load every entry but ``key`` and return that one (saved in the subclass's own form)."""
+        state_dict = dict(state_dict)
+        saved = state_dict.pop(key)
+        self.__dict__.update(state_dict)
+        return saved
+
 
 _LRScheduler = LRScheduler
+
+
+def _callable_state(f):
+    """What a state_dict keeps of a schedule function: nothing for a function or lambda (as
+    PyTorch), the attributes of a callable object."""
+    return None if f is None or isinstance(f, types.FunctionType) else dict(f.__dict__)
+
+
+def _load_callable_state(f, saved):
+    if saved is not None and f is not None:
+        f.__dict__.update(saved)
 
 
 def _per_group(name, arg, value, optimizer):
@@ -135,6 +159,34 @@ def _per_group(name, arg, value, optimizer):
                              f"parameter group), got {len(value)}")
         return list(value)
     return [value] * len(optimizer.param_groups)
+
+
+def _set_momentum(group, value, use_beta1):
+    """Set a group's momentum, or Adam's beta1 (``betas[0]``) when ``use_beta1``."""
+    if use_beta1:
+        group["betas"] = (value, *group["betas"][1:])
+    else:
+        group["momentum"] = value
+
+
+def _momentum_cycling(name, optimizer, base_momentum, max_momentum, last_epoch):
+    """Momentum cycling's set-up (CyclicLR, OneCycleLR): the optimiser must have a momentum or
+    betas; base and max momentum are spread over the groups and, on a fresh start
+    (``last_epoch == -1``), each group starts at its max momentum and records both.
+    Returns ``(use_beta1, base_momentums, max_momentums)``."""
+    d = optimizer.defaults
+    if "momentum" not in d and "betas" not in d:
+        raise ValueError(f"{name}: optimizer must support momentum or beta1 (betas) with "
+                         f"cycle_momentum=True ({type(optimizer).__name__} has neither)")
+    use_beta1 = "betas" in d
+    bms = _per_group(name, "base_momentum", base_momentum, optimizer)
+    mms = _per_group(name, "max_momentum", max_momentum, optimizer)
+    if last_epoch == -1:
+        for mm, bm, g in zip(mms, bms, optimizer.param_groups):
+            _set_momentum(g, mm, use_beta1)
+            g["max_momentum"] = mm
+            g["base_momentum"] = bm
+    return use_beta1, bms, mms
 
 
 class LambdaLR(LRScheduler):
@@ -153,18 +205,11 @@ class LambdaLR(LRScheduler):
         return [base * f(self.last_epoch) for f, base in zip(self.lr_lambdas, self.base_lrs)]
 
     def state_dict(self):
-        sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
-        sd["lr_lambdas"] = [None if isinstance(f, types.FunctionType) else dict(f.__dict__)
-                            for f in self.lr_lambdas]
-        return sd
+        return self._state_dict_with("lr_lambdas", [_callable_state(f) for f in self.lr_lambdas])
 
     def load_state_dict(self, state_dict):
-        state_dict = dict(state_dict)
-        lams = state_dict.pop("lr_lambdas")
-        self.__dict__.update(state_dict)
-        for f, d in zip(self.lr_lambdas, lams):
-            if d is not None:
-                f.__dict__.update(d)
+        for f, d in zip(self.lr_lambdas, self._load_state_dict_but(state_dict, "lr_lambdas")):
+            _load_callable_state(f, d)
 
 
 class MultiplicativeLR(LambdaLR):
@@ -331,7 +376,19 @@ class CosineAnnealingLR(LRScheduler):
         return [lo + (b - lo) * (1 + math.cos(math.pi * self.last_epoch / T)) / 2 for b in self.base_lrs]
 
 
-class SequentialLR(LRScheduler):
+class _SchedulerList(LRScheduler):
+    """Base of the schedulers that drive others (``self._schedulers``): their state_dict holds
+    each inner scheduler's state_dict in place of the scheduler."""
+
+    def state_dict(self):
+        return self._state_dict_with("_schedulers", [s.state_dict() for s in self._schedulers])
+
+    def load_state_dict(self, state_dict):
+        for s, d in zip(self._schedulers, self._load_state_dict_but(state_dict, "_schedulers")):
+            s.load_state_dict(d)
+
+
+class SequentialLR(_SchedulerList):
     """Run ``schedulers[i]`` until ``milestones[i]``, then the next (e.g. warm-up, then cosine)."""
 
     def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
@@ -381,18 +438,6 @@ class SequentialLR(LRScheduler):
         else:
             s.step()
         self._last_lr = s.get_last_lr()
-
-    def state_dict(self):
-        sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        sd["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return sd
-
-    def load_state_dict(self, state_dict):
-        state_dict = dict(state_dict)
-        subs = state_dict.pop("_schedulers")
-        self.__dict__.update(state_dict)
-        for s, d in zip(self._schedulers, subs):
-            s.load_state_dict(d)
 
 
 class ReduceLROnPlateau(LRScheduler):
@@ -540,21 +585,8 @@ class OneCycleLR(LRScheduler):
                 g["min_lr"] = g["initial_lr"] / final_div_factor
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
-            d = optimizer.defaults
-            if "momentum" not in d and "betas" not in d:
-                raise ValueError("OneCycleLR: optimizer must support momentum or betas with "
-                                 "cycle_momentum enabled")
-            self.use_beta1 = "betas" in d
-            bms = _per_group("OneCycleLR", "base_momentum", base_momentum, optimizer)
-            mms = _per_group("OneCycleLR", "max_momentum", max_momentum, optimizer)
-            if last_epoch == -1:
-                for mm, bm, g in zip(mms, bms, optimizer.param_groups):
-                    if self.use_beta1:
-                        g["betas"] = (mm, *g["betas"][1:])
-                    else:
-                        g["momentum"] = mm
-                    g["max_momentum"] = mm
-                    g["base_momentum"] = bm
+            self.use_beta1 = _momentum_cycling("OneCycleLR", optimizer, base_momentum,
+                                               max_momentum, last_epoch)[0]
         super().__init__(optimizer, last_epoch)
 
     @staticmethod
@@ -586,10 +618,7 @@ class OneCycleLR(LRScheduler):
                 start_step = phase["end_step"]
             lrs.append(lr)
             if self.cycle_momentum:
-                if self.use_beta1:
-                    g["betas"] = (mom, *g["betas"][1:])
-                else:
-                    g["momentum"] = mom
+                _set_momentum(g, mom, self.use_beta1)
         return lrs
 
 

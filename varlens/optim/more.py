@@ -50,17 +50,11 @@ from __future__ import annotations
 import math
 
 from varlens import backend as B
-from varlens.optim.optimizer import (Optimizer, _check_betas, _check_range, _lerp_, _new_step,
-                                     _step_count)
+from varlens.optim.optimizer import (Optimizer, _check_adam_group, _check_range, _lerp_,
+                                     _no_differentiable, _zeros_state)
 from varlens.tensor import Tensor
 
 __all__ = ["NAdam", "RAdam", "Adamax", "ASGD", "Rprop", "Adafactor", "Muon"]
-
-
-def _no_differentiable(name, differentiable):
-    if differentiable:
-        raise ValueError(f"{name}: differentiable=True is not supported in varlens (updates run on "
-                         "raw arrays outside the graph)")
 
 
 def _betas(betas):
@@ -90,7 +84,21 @@ def _second_moment_(v, g, beta2):
     return v
 
 
-class NAdam(Optimizer):
+class _AdamFamily(Optimizer):
+    """Adam's variants here: the checks Adam's hyperparameters get, and zeroed state arrays
+    named by ``_state_keys`` (after the step counter)."""
+
+    _state_keys = ("exp_avg", "exp_avg_sq")
+
+    def _validate_group(self, group):
+        super()._validate_group(group)
+        _check_adam_group(type(self).__name__, group)
+
+    def _init_param_state(self, st, w, group):
+        _zeros_state(st, w, *self._state_keys)
+
+
+class NAdam(_AdamFamily):
     """NAdam (PyTorch's defaults: lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
     momentum_decay=4e-3, decoupled_weight_decay=False).  ``decoupled_weight_decay=True`` is
     NAdamW: the weights shrink by ``1 - lr wd`` before the step instead of adding ``wd p`` to g."""
@@ -107,10 +115,11 @@ class NAdam(Optimizer):
 
     def _validate_group(self, group):
         super()._validate_group(group)
-        _check_betas("NAdam", group["betas"])
-        _check_range("NAdam", "eps", group["eps"], 0.0)
-        _check_range("NAdam", "weight_decay", group["weight_decay"], 0.0)
         _check_range("NAdam", "momentum_decay", group["momentum_decay"], 0.0)
+
+    def _init_param_state(self, st, w, group):
+        st["mu_product"] = Tensor._make(B.xp.ones((), dtype=B.float32))
+        super()._init_param_state(st, w, group)
 
     def step(self, closure=None):
         loss = self._closure(closure)
@@ -119,16 +128,7 @@ class NAdam(Optimizer):
             lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
             wd, psi = group["weight_decay"], group["momentum_decay"]
             decoupled, maximize = group["decoupled_weight_decay"], group["maximize"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                st = self.state[p]
-                if not st:
-                    st["step"] = _new_step()
-                    st["mu_product"] = Tensor._make(xp.ones((), dtype=B.float32))
-                    st["exp_avg"] = Tensor._make(xp.zeros_like(p._data))
-                    st["exp_avg_sq"] = Tensor._make(xp.zeros_like(p._data))
-                t = _step_count(st)
+            for p, st, t in self._params_with_grad(group):
                 g = _grad(p, maximize, wd, decoupled, lr)
                 mu = beta1 * (1.0 - 0.5 * 0.96 ** (t * psi))
                 mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * psi))
@@ -146,7 +146,7 @@ class NAdam(Optimizer):
         return loss
 
 
-class RAdam(Optimizer):
+class RAdam(_AdamFamily):
     """RAdam (PyTorch's defaults: lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
     decoupled_weight_decay=False); the adaptive term is used once ``rho_t > 5``."""
 
@@ -160,12 +160,6 @@ class RAdam(Optimizer):
                         differentiable=differentiable)
         super().__init__(params, defaults)
 
-    def _validate_group(self, group):
-        super()._validate_group(group)
-        _check_betas("RAdam", group["betas"])
-        _check_range("RAdam", "eps", group["eps"], 0.0)
-        _check_range("RAdam", "weight_decay", group["weight_decay"], 0.0)
-
     def step(self, closure=None):
         loss = self._closure(closure)
         xp = B.xp
@@ -174,15 +168,7 @@ class RAdam(Optimizer):
             wd, decoupled, maximize = (group["weight_decay"], group["decoupled_weight_decay"],
                                        group["maximize"])
             rho_inf = 2 / (1 - beta2) - 1
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                st = self.state[p]
-                if not st:
-                    st["step"] = _new_step()
-                    st["exp_avg"] = Tensor._make(xp.zeros_like(p._data))
-                    st["exp_avg_sq"] = Tensor._make(xp.zeros_like(p._data))
-                t = _step_count(st)
+            for p, st, t in self._params_with_grad(group):
                 g = _grad(p, maximize, wd, decoupled, lr)
                 m = _lerp_(st["exp_avg"]._data, g, 1 - beta1)
                 v = _second_moment_(st["exp_avg_sq"]._data, g, beta2)
@@ -203,8 +189,10 @@ class RAdam(Optimizer):
         return loss
 
 
-class Adamax(Optimizer):
+class Adamax(_AdamFamily):
     """Adamax (PyTorch's defaults: lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0)."""
+
+    _state_keys = ("exp_avg", "exp_inf")
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  foreach=None, *, maximize=False, differentiable=False, capturable=False):
@@ -214,27 +202,13 @@ class Adamax(Optimizer):
                         capturable=capturable)
         super().__init__(params, defaults)
 
-    def _validate_group(self, group):
-        super()._validate_group(group)
-        _check_betas("Adamax", group["betas"])
-        _check_range("Adamax", "eps", group["eps"], 0.0)
-        _check_range("Adamax", "weight_decay", group["weight_decay"], 0.0)
-
     def step(self, closure=None):
         loss = self._closure(closure)
         xp = B.xp
         for group in self.param_groups:
             lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
             wd, maximize = group["weight_decay"], group["maximize"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                st = self.state[p]
-                if not st:
-                    st["step"] = _new_step()
-                    st["exp_avg"] = Tensor._make(xp.zeros_like(p._data))
-                    st["exp_inf"] = Tensor._make(xp.zeros_like(p._data))
-                t = _step_count(st)
+            for p, st, t in self._params_with_grad(group):
                 g = _grad(p, maximize, wd)
                 m = _lerp_(st["exp_avg"]._data, g, 1 - beta1)
                 u = st["exp_inf"]._data
@@ -252,6 +226,8 @@ class ASGD(Optimizer):
     """Averaged SGD (PyTorch's defaults: lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6,
     weight_decay=0).  The averaged weights are ``optimizer.state[p]['ax']``."""
 
+    _nonnegative = ("weight_decay", "lambd", "alpha")
+
     def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0,
                  foreach=None, maximize=False, differentiable=False, capturable=False):
         _no_differentiable("ASGD", differentiable)
@@ -262,10 +238,12 @@ class ASGD(Optimizer):
 
     def _validate_group(self, group):
         super()._validate_group(group)
-        _check_range("ASGD", "weight_decay", group["weight_decay"], 0.0)
-        _check_range("ASGD", "lambd", group["lambd"], 0.0)
-        _check_range("ASGD", "alpha", group["alpha"], 0.0)
         _check_range("ASGD", "t0", group["t0"])
+
+    def _init_param_state(self, st, w, group):
+        st["eta"] = Tensor._make(B.xp.asarray(group["lr"], dtype=B.float32))
+        st["mu"] = Tensor._make(B.xp.ones((), dtype=B.float32))
+        _zeros_state(st, w, "ax")
 
     def step(self, closure=None):
         loss = self._closure(closure)
@@ -274,16 +252,7 @@ class ASGD(Optimizer):
         for group in self.param_groups:
             lr, lambd, alpha, t0 = group["lr"], group["lambd"], group["alpha"], group["t0"]
             wd, maximize = group["weight_decay"], group["maximize"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                st = self.state[p]
-                if not st:
-                    st["step"] = _new_step()
-                    st["eta"] = Tensor._make(xp.asarray(lr, dtype=f32))
-                    st["mu"] = Tensor._make(xp.ones((), dtype=f32))
-                    st["ax"] = Tensor._make(xp.zeros_like(p._data))
-                t = _step_count(st)
+            for p, st, t in self._params_with_grad(group):
                 g = _grad(p, maximize, wd)
                 eta = float(st["eta"]._data)
                 mu = float(st["mu"]._data)
@@ -326,21 +295,17 @@ class Rprop(Optimizer):
         _check_range("Rprop", "step_sizes[1] (max)", sizes[1], sizes[0],
                      what=" (step_sizes[0])")
 
+    def _init_param_state(self, st, w, group):
+        _zeros_state(st, w, "prev")
+        st["step_size"] = Tensor._make(B.xp.full_like(w, group["lr"]))
+
     def step(self, closure=None):
         loss = self._closure(closure)
         xp = B.xp
         for group in self.param_groups:
             (etaminus, etaplus), (smin, smax) = group["etas"], group["step_sizes"]
             maximize = group["maximize"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                st = self.state[p]
-                if not st:
-                    st["step"] = _new_step()
-                    st["prev"] = Tensor._make(xp.zeros_like(p._data))
-                    st["step_size"] = Tensor._make(xp.full_like(p._data, group["lr"]))
-                _step_count(st)
+            for p, st, _ in self._params_with_grad(group):
                 g = _grad(p, maximize)
                 prev = st["prev"]._data
                 size = st["step_size"]._data
@@ -380,27 +345,22 @@ class Adafactor(Optimizer):
         _check_range("Adafactor", "d (clipping threshold)", group["d"], 1.0)
         _check_range("Adafactor", "weight_decay", group["weight_decay"], 0.0)
 
+    def _init_param_state(self, st, w, group):
+        if w.ndim > 1:
+            st["row_var"] = Tensor._make(B.xp.zeros(w.shape[:-1] + (1,), dtype=w.dtype))
+            st["col_var"] = Tensor._make(B.xp.zeros(w.shape[:-2] + (1, w.shape[-1]), dtype=w.dtype))
+        else:
+            _zeros_state(st, w, "variance")
+
     def step(self, closure=None):
         loss = self._closure(closure)
         xp = B.xp
         for group in self.param_groups:
             lr, decay, (eps1, eps2) = group["lr"], group["beta2_decay"], group["eps"]
             clip, wd, maximize = group["d"], group["weight_decay"], group["maximize"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
+            for p, st, t in self._params_with_grad(group):
                 w = p._data
-                st = self.state[p]
-                if not st:
-                    st["step"] = _new_step()
-                    if w.ndim > 1:
-                        st["row_var"] = Tensor._make(xp.zeros(w.shape[:-1] + (1,), dtype=w.dtype))
-                        st["col_var"] = Tensor._make(
-                            xp.zeros(w.shape[:-2] + (1, w.shape[-1]), dtype=w.dtype))
-                    else:
-                        st["variance"] = Tensor._make(xp.zeros_like(w))
                 e1 = float(xp.finfo(w.dtype).eps) if eps1 is None else eps1
-                t = _step_count(st)
                 g = p.grad._data
                 if maximize:
                     g = -g
@@ -470,6 +430,9 @@ class Muon(Optimizer):
     adjust_lr_fn=None).  ``adjust_lr_fn``: None/"original" scales lr by sqrt(max(1, rows/cols)),
     "match_rms_adamw" by 0.2 sqrt(max(rows, cols))."""
 
+    _counts_steps = False               # PyTorch's Muon keeps only the momentum buffer
+    _nonnegative = ("momentum", "weight_decay", "eps")
+
     def __init__(self, params, lr=1e-3, weight_decay=0.1, momentum=0.95, nesterov=True,
                  ns_coefficients=_NS_COEFFS, eps=1e-7, ns_steps=5, adjust_lr_fn=None):
         defaults = dict(lr=lr, weight_decay=weight_decay, momentum=momentum, nesterov=nesterov,
@@ -479,9 +442,6 @@ class Muon(Optimizer):
 
     def _validate_group(self, group):
         super()._validate_group(group)
-        _check_range("Muon", "momentum", group["momentum"], 0.0)
-        _check_range("Muon", "weight_decay", group["weight_decay"], 0.0)
-        _check_range("Muon", "eps", group["eps"], 0.0)
         fn = group["adjust_lr_fn"]
         if fn not in (None, "original", "match_rms_adamw"):
             raise ValueError("Muon: adjust_lr_fn must be None, 'original' or 'match_rms_adamw', "
@@ -497,19 +457,17 @@ class Muon(Optimizer):
                 raise ValueError(f"Muon: only 2-D parameters are supported, but params[{i}] has "
                                  f"shape {tuple(p._data.shape)}; optimise the others with AdamW")
 
+    def _init_param_state(self, st, w, group):
+        _zeros_state(st, w, "momentum_buffer")
+
     def step(self, closure=None):
         loss = self._closure(closure)
         xp = B.xp
         for group in self.param_groups:
             lr, wd, mu = group["lr"], group["weight_decay"], group["momentum"]
             fn = group["adjust_lr_fn"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
+            for p, st, _ in self._params_with_grad(group):
                 w = p._data
-                st = self.state[p]
-                if "momentum_buffer" not in st:
-                    st["momentum_buffer"] = Tensor._make(xp.zeros_like(w))
                 g = p.grad._data
                 buf = _lerp_(st["momentum_buffer"]._data, g, 1 - mu)
                 d = _lerp_(g.copy(), buf, mu) if group["nesterov"] else buf

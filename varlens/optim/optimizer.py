@@ -62,6 +62,20 @@ def _check_betas(owner, betas):
         _check_range(owner, f"betas[{i}]", b, 0.0, 1.0, hi_open=True)
 
 
+def _check_adam_group(owner, group):
+    """The checks Adam and its variants share: betas in [0, 1), eps >= 0, weight_decay >= 0."""
+    _check_betas(owner, group["betas"])
+    _check_range(owner, "eps", group["eps"], 0.0)
+    _check_range(owner, "weight_decay", group["weight_decay"], 0.0)
+
+
+def _no_differentiable(owner, differentiable):
+    """Refuse ``differentiable=True``: varlens's updates run on raw arrays outside the graph."""
+    if differentiable:
+        raise ValueError(f"{owner}: differentiable=True is not supported in varlens (updates run "
+                         "on raw arrays outside the graph)")
+
+
 class Optimizer:
     """Base class of all optimisers.
 
@@ -71,11 +85,16 @@ class Optimizer:
             out of a group takes its value from ``defaults``.
         defaults: the default hyperparameters of every group.
 
-    Subclasses implement ``step`` (and may override ``_init_group_state``).
+    Subclasses implement ``step``; one that loops with ``_params_with_grad`` fills a new
+    parameter's state in ``_init_param_state``.
     """
 
     # per-parameter state arrays have the parameter's shape (checked on load); LBFGS's don't
     _state_like_params = True
+    # _params_with_grad keeps a step count in state['step'] (Muon's state has none)
+    _counts_steps = True
+    # hyperparameters that _validate_group checks are >= 0 (after lr), in this order
+    _nonnegative = ()
     # PyTorch's type aliases for step hooks: hook(optimizer, args, kwargs)
     OptimizerPreHook = OptimizerPostHook = Callable
 
@@ -174,12 +193,16 @@ class Optimizer:
         self.param_groups.append(group)
 
     def _validate_group(self, group):
-        """Check a group's hyperparameters (subclasses extend; the base checks lr)."""
+        """Check a group's hyperparameters (subclasses extend; the base checks lr and the
+        names in ``_nonnegative``)."""
+        name = type(self).__name__
         lr = group.get("lr")
         if isinstance(lr, Tensor):               # a 0-d tensor lr is kept as a Python float
             lr = group["lr"] = lr.item()
         if lr is not None and lr is not required:
-            _check_range(type(self).__name__, "lr (learning rate)", lr, 0.0)
+            _check_range(name, "lr (learning rate)", lr, 0.0)
+        for key in self._nonnegative:
+            _check_range(name, key, group[key], 0.0)
 
     # ------------------------------------------------------------------ gradients
     def zero_grad(self, set_to_none=True):
@@ -229,6 +252,25 @@ class Optimizer:
     def register_load_state_dict_post_hook(self, hook, prepend=False):
         """Call ``hook(optimizer)`` after ``load_state_dict()``.  Returns a handle."""
         return _Handle(self._hook_table("_load_post_hooks"), hook, prepend)
+
+    def _params_with_grad(self, group):
+        """Yield ``(p, state, t)`` for each parameter of ``group`` that has a gradient, ``t`` its
+        step count after this step (None unless ``_counts_steps``).  A parameter's first step
+        creates its state: the step counter, then what ``_init_param_state(state, p._data,
+        group)`` adds."""
+        state, counts = self.state, self._counts_steps
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            st = state[p]
+            if not st:
+                if counts:
+                    st["step"] = _new_step()
+                self._init_param_state(st, p._data, group)
+            yield p, st, (_step_count(st) if counts else None)
+
+    def _init_param_state(self, st, w, group):
+        """Fill a new parameter's state (after its step counter); for ``_params_with_grad``."""
 
     def _closure(self, closure):
         if closure is None:
@@ -422,3 +464,9 @@ def _step_count(state):
 
 def _new_step():
     return Tensor._make(B.xp.zeros((), dtype=B.float32))
+
+
+def _zeros_state(st, w, *keys):
+    """``st[key] = zeros like w`` for each key, in order (the order PyTorch's state has)."""
+    for k in keys:
+        st[k] = Tensor._make(B.xp.zeros_like(w))

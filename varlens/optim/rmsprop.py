@@ -17,7 +17,8 @@ calls "Adadelta" (G = r, gamma = alpha).
 from __future__ import annotations
 
 from varlens import backend as B
-from varlens.optim.optimizer import Optimizer, _check_range, _lerp_, _new_step, _step_count
+from varlens.optim.optimizer import (Optimizer, _check_range, _lerp_, _new_step,
+                                     _no_differentiable, _step_count)
 from varlens.tensor import Tensor
 
 __all__ = ["RMSprop"]
@@ -31,8 +32,7 @@ class RMSprop(Optimizer):
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, capturable=False, foreach=None, maximize=False,
                  differentiable=False, *, bias_correction=False, eps_inside_sqrt=False):
-        if differentiable:
-            raise ValueError("RMSprop: differentiable=True is not supported in varlens")
+        _no_differentiable("RMSprop", differentiable)
         defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
                         weight_decay=weight_decay, capturable=capturable, foreach=foreach,
                         maximize=maximize, differentiable=differentiable,

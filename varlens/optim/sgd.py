@@ -13,7 +13,7 @@ Two momentum forms (docs/conventions.md, "Optimisers and schedules"):
 """
 from __future__ import annotations
 
-from varlens.optim.optimizer import Optimizer, _check_range
+from varlens.optim.optimizer import Optimizer, _check_range, _no_differentiable
 from varlens.backend import xp as _np
 from varlens.tensor import Tensor
 
@@ -40,9 +40,7 @@ class SGD(Optimizer):
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
                  maximize=False, foreach=None, differentiable=False, fused=None,
                  momentum_style="heavy_ball"):
-        if differentiable:
-            raise ValueError("SGD: differentiable=True is not supported in varlens (updates run on raw "
-                             "arrays outside the graph)")
+        _no_differentiable("SGD", differentiable)
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                         nesterov=nesterov, maximize=maximize, foreach=foreach,
                         differentiable=differentiable, fused=fused, momentum_style=momentum_style)

@@ -35,7 +35,11 @@ def _weight_norm(v, g, dim):
     return v * (g / norm_except_dim(v, 2, dim))
 
 
-def _check_param(module, name, what):
+def _check_param(module, name, hook_cls, what):
+    """The parameter ``name`` of ``module``, which must not carry a ``hook_cls`` hook yet."""
+    for hook in module._forward_pre_hooks.values():
+        if isinstance(hook, hook_cls) and hook.name == name:
+            raise RuntimeError(f"{what}: cannot register two {what} hooks on the same parameter {name}")
     p = module._parameters.get(name) if hasattr(module, "_parameters") else None
     if p is None:
         raise ValueError(f"{what}: module {type(module).__name__} has no parameter named {name!r}")
@@ -53,10 +57,7 @@ class WeightNorm:
 
     @staticmethod
     def apply(module, name, dim):
-        for hook in module._forward_pre_hooks.values():
-            if isinstance(hook, WeightNorm) and hook.name == name:
-                raise RuntimeError(f"weight_norm: cannot register two weight_norm hooks on the same parameter {name}")
-        weight = _check_param(module, name, "weight_norm")
+        weight = _check_param(module, name, WeightNorm, "weight_norm")
         fn = WeightNorm(name, dim)
         if fn.dim != -1 and not -weight.ndim <= fn.dim < weight.ndim:
             raise IndexError(f"weight_norm: dim {dim} is out of range for a weight of shape {tuple(weight.shape)}")
@@ -91,12 +92,17 @@ def weight_norm(module, name="weight", dim=0):
 
 
 def remove_weight_norm(module, name="weight"):
+    return _remove_hook(module, name, WeightNorm, "weight_norm")
+
+
+def _remove_hook(module, name, hook_cls, what):
+    """Undo the ``hook_cls`` reparametrisation of ``name`` (a plain Parameter again)."""
     for k, hook in list(module._forward_pre_hooks.items()):
-        if isinstance(hook, WeightNorm) and hook.name == name:
+        if isinstance(hook, hook_cls) and hook.name == name:
             hook.remove(module)
             del module._forward_pre_hooks[k]
             return module
-    raise ValueError(f"weight_norm of '{name}' not found in {type(module).__name__}")
+    raise ValueError(f"{what} of '{name}' not found in {type(module).__name__}")
 
 
 def _normalize(a, eps):
@@ -146,11 +152,7 @@ class SpectralNorm:
 
     @staticmethod
     def apply(module, name, n_power_iterations, dim, eps, generator=None):
-        for hook in module._forward_pre_hooks.values():
-            if isinstance(hook, SpectralNorm) and hook.name == name:
-                raise RuntimeError(f"spectral_norm: cannot register two spectral_norm hooks on the same "
-                                   f"parameter {name}")
-        weight = _check_param(module, name, "spectral_norm")
+        weight = _check_param(module, name, SpectralNorm, "spectral_norm")
         if weight.ndim < 2:
             raise ValueError(f"spectral_norm: the weight must have at least 2 dimensions, got shape "
                              f"{tuple(weight.shape)}")
@@ -180,9 +182,4 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
 
 
 def remove_spectral_norm(module, name="weight"):
-    for k, hook in list(module._forward_pre_hooks.items()):
-        if isinstance(hook, SpectralNorm) and hook.name == name:
-            hook.remove(module)
-            del module._forward_pre_hooks[k]
-            return module
-    raise ValueError(f"spectral_norm of '{name}' not found in {type(module).__name__}")
+    return _remove_hook(module, name, SpectralNorm, "spectral_norm")

@@ -87,16 +87,7 @@ def collate(batch, *, collate_fn_map=None):
         fields = list(zip(*batch))
         if isinstance(elem, tuple):
             return [collate(s, collate_fn_map=collate_fn_map) for s in fields]
-        out = [collate(s, collate_fn_map=collate_fn_map) for s in fields]
-        try:
-            if isinstance(elem, collections.abc.MutableSequence):
-                clone = copy.copy(elem)
-                for i, v in enumerate(out):
-                    clone[i] = v
-                return clone
-            return elem_type(out)
-        except TypeError:
-            return out
+        return _rebuild(elem, [collate(s, collate_fn_map=collate_fn_map) for s in fields])
     raise TypeError(default_collate_err_msg_format.format(elem_type.__name__))
 
 
@@ -167,14 +158,19 @@ def default_convert(data):
     if isinstance(data, tuple):
         return [default_convert(d) for d in data]
     if isinstance(data, collections.abc.Sequence) and not isinstance(data, (str, bytes)):
-        out = [default_convert(d) for d in data]
-        try:
-            if isinstance(data, collections.abc.MutableSequence):
-                clone = copy.copy(data)
-                for i, v in enumerate(out):
-                    clone[i] = v
-                return clone
-            return t(out)
-        except TypeError:
-            return out
+        return _rebuild(data, [default_convert(d) for d in data])
     return data
+
+
+def _rebuild(like, out):
+    """``out`` (a list) in the sequence type of ``like``, as torch's collate does: a copy of a
+    mutable sequence with the items replaced, else the type called on the list, else the list."""
+    try:
+        if isinstance(like, collections.abc.MutableSequence):
+            clone = copy.copy(like)
+            for i, v in enumerate(out):
+                clone[i] = v
+            return clone
+        return type(like)(out)
+    except TypeError:
+        return out

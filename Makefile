@@ -50,7 +50,7 @@ test: $(TEST_STAMP)
 # every benchmark against PyTorch in the same run.  bench_autograd, bench_fused, bench_train
 # and bench_rnn refresh their section of benchmarks/RESULTS.md unless given --no-write; the
 # others print, and refresh it with --write.
-BENCHES := gemm autograd mlp fused train lens conv rnn gpt generative
+BENCHES := gemm autograd mlp fused train lens conv rnn gpt generative linalg
 bench: $(TEST_STAMP)
 	for b in $(BENCHES); do $(BIN)/python benchmarks/bench_$$b.py || exit 1; done
 

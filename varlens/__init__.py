@@ -4,7 +4,13 @@ mathematics of deep learning (and the variance lens) visible.
 The public API follows PyTorch's names: ``varlens.tensor``, ``Tensor.backward``,
 ``varlens.no_grad``, ``varlens.nn``, ``varlens.optim``, ``varlens.utils.data``.
 """
-from varlens import backend
+import warnings as _warnings
+# NumPy's floating-point RuntimeWarnings (log of 0, 0/0, sqrt of a negative, overflow) raised in
+# varlens's own array code are not shown: PyTorch returns inf/nan silently and so does varlens
+# (varlens.autograd.detect_anomaly names the op that made the first NaN/Inf).  The filter only
+# matches warnings attributed to varlens modules; it costs nothing per op.
+_warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"varlens(\.|$)")
+from varlens import backend  # noqa: E402
 from varlens.backend import get_num_threads, set_num_threads  # noqa: F401
 from varlens.backend import (bool_, double, float, float16, float32, float64, get_default_dtype,
                              half, int, int8, int16, int32, int64, long, set_default_dtype,

@@ -173,3 +173,13 @@ def test_hardtanh_keeps_integer_dtype_as_torch():
     v = vl.nn.functional.hardtanh(vl.tensor([-3, 0, 3]))
     t = torch.nn.functional.hardtanh(torch.tensor([-3, 0, 3]))
     assert str(v.dtype) == str(t.dtype).replace("torch.", "") and v.tolist() == t.tolist()
+
+
+def test_fashion_mnist_bad_arguments_and_damaged_files(tmp_path):
+    from varlens import datasets
+    with pytest.raises(TypeError, match="train must be a bool"):
+        datasets.fashion_mnist(train="test")
+    for name in ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"):
+        (tmp_path / name).write_bytes(b"\x1f\x8b\x08\x00garbage")
+    with pytest.raises(ValueError, match="is damaged.*make data"):
+        datasets.fashion_mnist(root=str(tmp_path))

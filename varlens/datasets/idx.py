@@ -7,6 +7,7 @@ per dimension.  Files may be gzip-compressed (detected from the content, not the
 from __future__ import annotations
 
 import gzip
+import zlib
 import os
 
 import numpy as np
@@ -22,8 +23,12 @@ def read_idx(path):
     with open(path, "rb") as f:
         head = f.read(2)
     opener = gzip.open if head == b"\x1f\x8b" else open
-    with opener(path, "rb") as f:
-        raw = f.read()
+    try:
+        with opener(path, "rb") as f:
+            raw = f.read()
+    except (EOFError, OSError, zlib.error) as e:   # a truncated or corrupt gzip stream
+        raise ValueError(f"read_idx: {path} is damaged ({type(e).__name__}: {e}); delete it and fetch it "
+                         "again (for Fashion-MNIST: `make data`)") from e
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
         raise ValueError(f"read_idx: {path} is not an IDX file (its magic number does not start with "
                          "two zero bytes)")

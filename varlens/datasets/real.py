@@ -57,6 +57,9 @@ def fashion_mnist(root=None, train=True):
     ./data/fashion-mnist, the repository's data/fashion-mnist and
     /usr/share/datasets/fashion-mnist.  A missing file says how to get it.
     """
+    if not isinstance(train, (bool, int)) or isinstance(train, float):
+        raise TypeError(f"fashion_mnist: train must be a bool (True: the 60,000 training images, False: the "
+                        f"10,000 test images), got {train!r}")
     roots = [root] if root is not None else fashion_mnist_roots()
     stem = "train" if train else "t10k"
     for r in roots:

@@ -182,13 +182,13 @@ def test_einsum_ellipsis_and_diagonals_match_torch(eq, shapes):
 
 
 def test_einsum_bad_input():
-    with pytest.raises(ValueError, match="names 2 operands"):
+    with pytest.raises(RuntimeError, match="names 2 operands"):
         vl.einsum("ij,jk->ik", vl.ones(2, 2))
     with pytest.raises(RuntimeError, match="subscript 'j' has size"):
         vl.einsum("ij,jk->ik", vl.ones(2, 3), vl.ones(4, 2))
-    with pytest.raises(ValueError, match="does not appear"):
+    with pytest.raises(RuntimeError, match="does not appear"):
         vl.einsum("ij->z", vl.ones(2, 3))
-    with pytest.raises(ValueError, match="name 2 dims"):
+    with pytest.raises(RuntimeError, match="name 2 dims"):
         vl.einsum("ij->i", vl.ones(2, 3, 4))
 
 

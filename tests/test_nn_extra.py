@@ -567,7 +567,7 @@ BAD = [
     (lambda: VF.interpolate(_t(2, 3), size=4), NotImplementedError, "3-D, 4-D or 5-D"),
     (lambda: VF.max_pool1d(_t(2, 3, 4, 5), 2), RuntimeError, "2-D .* or 3-D"),
     (lambda: VF.avg_pool1d(_t(2, 3, 4), (2, 2)), ValueError, "kernel_size must be an int or a 1-tuple"),
-    (lambda: VF.adaptive_max_pool2d(_t(1, 2, 3, 3), (0, 2)), ValueError, "output_size must be positive"),
+    (lambda: VF.adaptive_max_pool2d(_t(1, 2, 3, 3), (-1, 2)), RuntimeError, "greater than or equal to 0"),
     (lambda: VF.adaptive_avg_pool1d(_t(1, 2, 3), (2, 2)), ValueError, "output_size must be an int or a tuple of 1"),
     (lambda: VF.pdist(_t(2, 3, 4)), RuntimeError, "only supports 2D tensors"),
     (lambda: VF.cosine_similarity(_t(3, 4), _t(2, 4)), RuntimeError, "cannot be broadcast"),

@@ -447,7 +447,7 @@ def test_bfloat16_is_absent_with_a_clear_message():
 
 BAD = [
     (lambda: vl.cumprod(vl.ones(2, 3), 2), IndexError, "dim 2 is out of range"),
-    (lambda: vl.cumprod([1, 2], 0), TypeError, "input must be a Tensor"),
+    (lambda: vl.cumprod([1, 2], 0), TypeError, r"argument .input. \(position 1\) must be Tensor, not list"),
     (lambda: vl.cummax(vl.ones(2), 1), IndexError, "cummax: dim 1"),
     (lambda: vl.mode(vl.ones(2, 3), -3), IndexError, "mode: dim -3"),
     (lambda: vl.block_diag(vl.ones(2, 2, 2)), RuntimeError, r"tensors\[0\] must have 0, 1 or 2"),
@@ -475,7 +475,7 @@ BAD = [
     (lambda: vl.histogram(vl.tensor([1, 2]), 3), RuntimeError, "floating point"),
     (lambda: vl.histogram(vl.ones(3), 0), RuntimeError, "bins must be positive"),
     (lambda: vl.scatter_reduce(vl.ones(2, 3), 1, vl.tensor([[0]]), vl.ones(2, 3), "max"), RuntimeError, "reduce must be"),
-    (lambda: vl.scatter_reduce(vl.ones(2, 3), 1, vl.tensor([[5]]), vl.ones(2, 3), "sum"), IndexError, "out of bounds"),
+    (lambda: vl.scatter_reduce(vl.ones(2, 3), 1, vl.tensor([[5]]), vl.ones(2, 3), "sum"), RuntimeError, "out of bounds"),
     (lambda: vl.gcd(vl.ones(2), vl.ones(2)), RuntimeError, "expected integer"),
     (lambda: vl.nextafter(vl.tensor([1]), vl.tensor([2])), RuntimeError, "floating point"),
     (lambda: vl.select(vl.ones(2, 3), 1, 3), IndexError, "index 3 out of range"),

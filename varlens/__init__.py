@@ -54,7 +54,26 @@ import varlens.utils.data  # noqa: E402,F401  (varlens.utils.data.DataLoader)
 
 bool = bool_  # noqa: A001  (varlens.bool, as torch.bool)
 float_ = float
-__version__ = "0.1.0"
+from varlens import version  # noqa: E402  (torch.version: cuda is None)
+__version__ = version.__version__
+
+
+class memory_format:
+    """torch's memory-format tags (preserve_format, contiguous_format, channels_last,
+    channels_last_3d).  varlens arrays are C-ordered NumPy arrays: a memory_format argument is
+    accepted and changes nothing."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def __repr__(self):
+        return f"varlens.{self._name}"
+
+
+preserve_format = memory_format("preserve_format")
+contiguous_format = memory_format("contiguous_format")
+channels_last = memory_format("channels_last")
+channels_last_3d = memory_format("channels_last_3d")
 
 
 def is_tensor(obj):

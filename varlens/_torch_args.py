@@ -25,6 +25,98 @@ _SKIP = {"tensor", "Tensor", "Size", "device", "Generator", "load", "save", "com
          "get_default_dtype", "manual_seed", "seed", "initial_seed", "is_tensor", "set_printoptions"}
 
 
+# functions whose first argument torch requires to be a Tensor: a list, tuple or NumPy array there
+# raises torch's TypeError instead of being computed on (or failing with AttributeError '_data').
+# The list is the names for which torch.<name>([1., 2.], ...) raises "must be Tensor, not list".
+_TENSOR_FIRST = frozenset((
+    "abs", "abs_", "absolute", "acos", "acos_", "acosh", "acosh_", "adaptive_avg_pool1d", "add", "addbmm",
+    "addcdiv", "addcmul", "addmm", "addmv", "addmv_", "addr", "adjoint", "all", "allclose", "amax", "amin",
+    "aminmax", "any", "arccos", "arccos_", "arccosh", "arccosh_", "arcsin", "arcsin_", "arcsinh", "arcsinh_",
+    "arctan", "arctan2", "arctan_", "arctanh", "arctanh_", "argmax", "argmin", "argsort", "argwhere", "asin",
+    "asin_", "asinh", "asinh_", "atan", "atan2", "atan_", "atanh", "atanh_", "avg_pool1d", "baddbmm",
+    "bernoulli", "bilinear", "bincount", "binomial", "bitwise_and", "bitwise_left_shift", "bitwise_not",
+    "bitwise_or", "bitwise_right_shift", "bitwise_xor", "bmm", "broadcast_to", "bucketize", "cdist", "ceil",
+    "ceil_", "celu", "channel_shuffle", "cholesky", "cholesky_inverse", "cholesky_solve", "chunk", "clamp",
+    "clamp_", "clamp_max", "clamp_max_", "clamp_min", "clamp_min_", "clip", "clip_", "clone", "combinations",
+    "conj", "conj_physical", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+    "conv_transpose3d", "copysign", "corrcoef", "cos", "cos_", "cosh", "cosh_", "cosine_similarity",
+    "count_nonzero", "cov", "cross", "cummax", "cummin", "cumprod", "cumsum", "cumulative_trapezoid",
+    "deg2rad", "deg2rad_", "det", "diag", "diag_embed", "diagflat", "diagonal", "diagonal_scatter", "diff",
+    "digamma", "dist", "div", "divide", "dot", "dropout", "dsplit", "empty_like", "eq", "equal", "erf", "erf_",
+    "erfc", "erfc_", "erfinv", "exp", "exp2", "exp2_", "exp_", "expm1", "expm1_", "fill", "fill_", "fix",
+    "flatten", "flip", "fliplr", "flipud", "float_power", "floor", "floor_", "floor_divide", "fmax", "fmin",
+    "fmod", "frac", "frac_", "frexp", "full_like", "gather", "gcd", "gcd_", "ge", "geqrf", "ger", "get_device",
+    "greater", "greater_equal", "group_norm", "gt", "hardshrink", "heaviside", "histc", "histogram", "hsplit",
+    "hypot", "i0", "i0_", "igamma", "igammac", "index_add", "index_copy", "index_fill", "index_put",
+    "index_put_", "index_select", "inner", "inverse", "is_complex", "is_floating_point", "is_nonzero",
+    "is_same_size", "is_signed", "isclose", "isfinite", "isin", "isinf", "isnan", "isneginf", "isposinf",
+    "kron", "kthvalue", "layer_norm", "lcm", "lcm_", "ldexp", "ldexp_", "le", "lerp", "less", "less_equal",
+    "lgamma", "log", "log10", "log10_", "log1p", "log1p_", "log2", "log2_", "log_", "log_softmax", "logaddexp",
+    "logaddexp2", "logcumsumexp", "logdet", "logical_and", "logical_not", "logical_or", "logical_xor", "logit",
+    "logit_", "logsumexp", "lt", "lu", "lu_solve", "lu_unpack", "masked_fill", "masked_scatter",
+    "masked_select", "matmul", "matrix_exp", "matrix_power", "max", "max_pool1d", "max_pool2d", "max_pool3d",
+    "maximum", "mean", "median", "min", "minimum", "mm", "mode", "moveaxis", "movedim", "msort", "mul",
+    "multinomial", "multiply", "mv", "mvlgamma", "nan_to_num", "nan_to_num_", "nanmean", "nanmedian", "nansum",
+    "narrow", "ne", "neg", "neg_", "negative", "negative_", "nextafter", "nonzero", "not_equal", "numel",
+    "ones_like", "orgqr", "ormqr", "outer", "pairwise_distance", "pdist", "permute", "pinverse",
+    "pixel_shuffle", "pixel_unshuffle", "poisson", "positive", "pow", "prelu", "prod", "put", "qr", "quantile",
+    "rad2deg", "rad2deg_", "rand_like", "randint_like", "randn_like", "ravel", "reciprocal", "reciprocal_",
+    "relu", "relu_", "remainder", "renorm", "repeat_interleave", "reshape", "resolve_conj", "resolve_neg",
+    "result_type", "rms_norm", "roll", "rot90", "round", "round_", "rrelu", "rsqrt", "rsqrt_", "rsub",
+    "scatter", "scatter_add", "scatter_reduce", "searchsorted", "select", "select_scatter", "selu", "sgn",
+    "sigmoid", "sigmoid_", "sign", "signbit", "sin", "sin_", "sinc", "sinc_", "sinh", "sinh_", "slice_scatter",
+    "slogdet", "softmax", "sort", "split_with_sizes", "sqrt", "sqrt_", "square", "square_", "squeeze", "std",
+    "std_mean", "sub", "subtract", "sum", "svd", "swapaxes", "swapdims", "t", "take", "take_along_dim", "tan",
+    "tan_", "tanh", "tanh_", "tensor_split", "threshold", "tile", "topk", "trace", "transpose", "trapezoid",
+    "trapz", "triangular_solve", "tril", "triu", "true_divide", "trunc", "trunc_", "unbind", "unflatten",
+    "unique", "unique_consecutive", "unsafe_chunk", "unsafe_split", "unsqueeze", "vander", "var", "var_mean",
+    "vdot", "vsplit", "where", "xlogy", "xlogy_", "zero_", "zeros_like",
+))
+_FIRST_NAME = {"where": "condition"}
+
+
+def _type_name(v):
+    t = type(v)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+
+
+def _bad_first(where, argname, v):
+    raise TypeError(f"{where}(): argument '{argname}' (position 1) must be Tensor, not {_type_name(v)} "
+                    f"(wrap data with varlens.tensor(...) or varlens.from_numpy(...) first)")
+
+
+def _wrap_checked(fn, plan, name):
+    """Like _wrap, and the first argument must not be a list, tuple or ndarray (one type test)."""
+    import numpy as np
+    bad = (list, tuple, np.ndarray)
+    argname = _FIRST_NAME.get(name, "input")
+    first = _first_param(fn)
+    inner = _wrap(fn, plan, f"varlens.{name}") if plan is not None else fn
+
+    @functools.wraps(fn)
+    def w(*args, **kwargs):
+        if args:
+            if args[0].__class__ in bad:
+                _bad_first(name, argname, args[0])
+            if not kwargs:
+                return fn(*args)  # the common call: one wrapper level, one type test
+        elif kwargs:
+            v = kwargs.get(argname, kwargs.get(first))
+            if v.__class__ in bad:
+                _bad_first(name, argname, v)
+        return inner(*args, **kwargs)
+    w.__wrapped_torch_args__ = True
+    return w
+
+
+def _first_param(fn):
+    try:
+        ps = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return None
+    return ps[0] if ps else None
+
+
 def _plan(fn, method, name=""):
     """(renames, var_name, n_before_var, names before *args, takes_out) for fn, or None when
     no alias applies."""
@@ -157,7 +249,10 @@ def install(namespace, tensor_cls, names=None):
         if (fn.__module__ or "").startswith("varlens.nn") or id(fn) in keep:
             continue  # re-exported nn.functional ops stay the same objects (varlens.conv2d is F.conv2d)
         plan = _plan(fn, method=False, name=name)
-        if plan is not None:
+        if name in _TENSOR_FIRST:
+            namespace[name] = _wrap_checked(fn, plan, name)
+            count += 1
+        elif plan is not None:
             namespace[name] = _wrap(fn, plan, f"varlens.{name}")
             count += 1
     for name, fn in list(vars(tensor_cls).items()):

@@ -14,43 +14,81 @@ def _finish(arr, requires_grad):
     return t
 
 
-def _float_dtype(dtype):
-    return B.to_dtype(dtype) or B.get_default_dtype()
+def _dt(dtype, where):
+    """A dtype argument as np.dtype (None stays None).  torch accepts only dtype objects, so a
+    string such as 'float32' is refused as torch refuses it (write varlens.float32)."""
+    if dtype is None:
+        return None
+    if isinstance(dtype, str):
+        raise TypeError(f"{where}(): argument 'dtype' must be torch.dtype, not str ({dtype!r}; write "
+                        f"varlens.{dtype.rsplit('.', 1)[-1]})")
+    try:
+        return B.to_dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{where}(): argument 'dtype' must be torch.dtype, not {type(dtype).__name__} "
+                        f"({dtype!r})") from None
+
+
+def _float_dtype(dtype, where="factory"):
+    return _dt(dtype, where) or B.get_default_dtype()
+
+
+def _random_float_dtype(dtype, where):
+    dt = _float_dtype(dtype, where)
+    if dt.kind not in "fc":
+        from varlens.ops.elementwise import torch_dtype_name
+        raise NotImplementedError(f"{where}: random floats are not implemented for '{torch_dtype_name(dt)}' "
+                                  f"(dtype={dt}); expected a floating-point dtype such as varlens.float32, got {dt}")
+    return dt
+
+
+def _int_arg(v, name, where):
+    if isinstance(v, Tensor):
+        v = v.item()
+    if not isinstance(v, (int, xp.integer)) or isinstance(v, bool):
+        raise TypeError(f"{where}(): argument '{name}' must be int, not {type(v).__name__} ({v!r})")
+    return int(v)
 
 
 def zeros(*size, dtype=None, requires_grad=False, device=None):
-    return _finish(xp.zeros(_size(size), dtype=_float_dtype(dtype)), requires_grad)
+    return _finish(xp.zeros(_size(size), dtype=_float_dtype(dtype, "zeros")), requires_grad)
 
 
 def ones(*size, dtype=None, requires_grad=False, device=None):
-    return _finish(xp.ones(_size(size), dtype=_float_dtype(dtype)), requires_grad)
+    return _finish(xp.ones(_size(size), dtype=_float_dtype(dtype, "ones")), requires_grad)
 
 
 def empty(*size, dtype=None, requires_grad=False, device=None):
-    return _finish(xp.empty(_size(size), dtype=_float_dtype(dtype)), requires_grad)
+    return _finish(xp.empty(_size(size), dtype=_float_dtype(dtype, "empty")), requires_grad)
 
 
 def full(size, fill_value, dtype=None, requires_grad=False, device=None):
+    if isinstance(fill_value, (str, bytes)) or fill_value is None:
+        raise TypeError(f"full(): argument 'fill_value' (position 2) must be Number, not "
+                        f"{type(fill_value).__name__} ({fill_value!r})")
     if dtype is None:
         dtype = (B.bool_ if isinstance(fill_value, bool) else
                  B.int64 if isinstance(fill_value, int) else B.get_default_dtype())
-    return _finish(xp.full(_size((size,)), fill_value, dtype=B.to_dtype(dtype)), requires_grad)
+    return _finish(xp.full(_size((size,)), fill_value, dtype=_dt(dtype, "full")), requires_grad)
 
 
-def zeros_like(x, dtype=None, requires_grad=False):
-    return _finish(xp.zeros(x.shape, dtype=B.to_dtype(dtype) or x.dtype), requires_grad)
+# *_like: layout, device and memory_format are torch's keywords; varlens has one layout (strided
+# NumPy arrays on the CPU), so they are accepted and change nothing
+def zeros_like(x, dtype=None, requires_grad=False, *, layout=None, device=None, memory_format=None):
+    return _finish(xp.zeros(x.shape, dtype=_dt(dtype, "zeros_like") or x.dtype), requires_grad)
 
 
-def ones_like(x, dtype=None, requires_grad=False):
-    return _finish(xp.ones(x.shape, dtype=B.to_dtype(dtype) or x.dtype), requires_grad)
+def ones_like(x, dtype=None, requires_grad=False, *, layout=None, device=None, memory_format=None):
+    return _finish(xp.ones(x.shape, dtype=_dt(dtype, "ones_like") or x.dtype), requires_grad)
 
 
-def empty_like(x, dtype=None, requires_grad=False):
-    return _finish(xp.empty(x.shape, dtype=B.to_dtype(dtype) or x.dtype), requires_grad)
+def empty_like(x, dtype=None, requires_grad=False, *, layout=None, device=None, memory_format=None):
+    return _finish(xp.empty(x.shape, dtype=_dt(dtype, "empty_like") or x.dtype), requires_grad)
 
 
-def full_like(x, fill_value, dtype=None, requires_grad=False):
-    return _finish(xp.full(x.shape, fill_value, dtype=B.to_dtype(dtype) or x.dtype), requires_grad)
+def full_like(x, fill_value, dtype=None, requires_grad=False, *, layout=None, device=None,
+              memory_format=None):
+    return _finish(xp.full(x.shape, fill_value, dtype=_dt(dtype, "full_like") or x.dtype), requires_grad)
 
 
 def arange(start=0, end=None, step=1, dtype=None, requires_grad=False, device=None):
@@ -65,25 +103,35 @@ def arange(start=0, end=None, step=1, dtype=None, requires_grad=False, device=No
     if dtype is None:
         ints = all(isinstance(v, int) for v in (start, end, step))
         dtype = B.int64 if ints else B.get_default_dtype()
-    return _finish(xp.arange(start, end, step, dtype=B.to_dtype(dtype)), requires_grad)
+    return _finish(xp.arange(start, end, step, dtype=_dt(dtype, "arange")), requires_grad)
 
 
 def linspace(start, end, steps, dtype=None, requires_grad=False, device=None):
-    return _finish(xp.linspace(start, end, steps, dtype=_float_dtype(dtype)), requires_grad)
+    steps = _int_arg(steps, "steps", "linspace")
+    if steps < 0:
+        raise RuntimeError(f"linspace: number of steps must be non-negative, got steps={steps}")
+    return _finish(xp.linspace(start, end, steps, dtype=_float_dtype(dtype, "linspace")), requires_grad)
 
 
 def eye(n, m=None, dtype=None, requires_grad=False, device=None):
-    return _finish(xp.eye(n, m, dtype=_float_dtype(dtype)), requires_grad)
+    n = _int_arg(n, "n", "eye")
+    if n < 0:
+        raise RuntimeError(f"eye: n must be greater or equal to 0, got {n}")
+    if m is not None:
+        m = _int_arg(m, "m", "eye")
+        if m < 0:
+            raise RuntimeError(f"eye: m must be greater or equal to 0, got {m}")
+    return _finish(xp.eye(n, m, dtype=_float_dtype(dtype, "eye")), requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, requires_grad=False, device=None):
     g = _gen(generator)
-    return _finish(g.normal(0.0, 1.0, _size(size)).astype(_float_dtype(dtype)), requires_grad)
+    return _finish(g.normal(0.0, 1.0, _size(size)).astype(_random_float_dtype(dtype, "randn")), requires_grad)
 
 
 def rand(*size, generator=None, dtype=None, requires_grad=False, device=None):
     g = _gen(generator)
-    return _finish(g.random(_size(size)).astype(_float_dtype(dtype)), requires_grad)
+    return _finish(g.random(_size(size)).astype(_random_float_dtype(dtype, "rand")), requires_grad)
 
 
 def randint(low=0, high=None, size=None, generator=None, dtype=None, device=None, requires_grad=False):
@@ -100,18 +148,26 @@ def randint(low=0, high=None, size=None, generator=None, dtype=None, device=None
     if requires_grad:
         raise RuntimeError("randint: only floating-point tensors can require gradients (randint makes integers)")
     g = _gen(generator)
-    return _finish(g.integers(low, high, _size((size,))).astype(B.to_dtype(dtype) or B.int64), False)
+    return _finish(g.integers(low, high, _size((size,))).astype(_dt(dtype, "randint") or B.int64), False)
 
 
 def randperm(n, generator=None, dtype=None, device=None):
-    return _finish(_gen(generator).permutation(n).astype(B.to_dtype(dtype) or B.int64), False)
+    n = _int_arg(n, "n", "randperm")
+    if n < 0:
+        raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}] (randperm: expected "
+                           f"n >= 0)")
+    return _finish(_gen(generator).permutation(n).astype(_dt(dtype, "randperm") or B.int64), False)
 
 
-def randn_like(x, generator=None, dtype=None, requires_grad=False):
+def randn_like(x, generator=None, dtype=None, requires_grad=False, *, layout=None, device=None,
+              memory_format=None):
+    _random_float_dtype(dtype or x.dtype, "randn_like")
     return randn(*x.shape, generator=generator, dtype=dtype or x.dtype, requires_grad=requires_grad)
 
 
-def rand_like(x, generator=None, dtype=None, requires_grad=False):
+def rand_like(x, generator=None, dtype=None, requires_grad=False, *, layout=None, device=None,
+              memory_format=None):
+    _random_float_dtype(dtype or x.dtype, "rand_like")
     return rand(*x.shape, generator=generator, dtype=dtype or x.dtype, requires_grad=requires_grad)
 
 
@@ -198,10 +254,13 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
 
 def from_numpy(a):
     """Wrap a NumPy array without copying (they share memory, as torch.from_numpy)."""
+    if not isinstance(a, xp.ndarray):
+        raise TypeError(f"from_numpy(): expected np.ndarray (got {type(a).__name__})")
     return Tensor._make(xp.asarray(a))
 
 
 def as_tensor(data, dtype=None):
+    dtype = _dt(dtype, "as_tensor")
     if isinstance(data, Tensor) and (dtype is None or B.to_dtype(dtype) == data.dtype):
         return data
     return Tensor._make(B.as_array(data, dtype))

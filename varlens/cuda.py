@@ -18,3 +18,26 @@ manual_seed_all = manual_seed
 
 def synchronize(device=None):
     pass
+
+
+def empty_cache():
+    """Nothing to free (no GPU memory); scripts call it unconditionally."""
+
+
+def current_device():
+    raise RuntimeError("varlens.cuda.current_device(): no CUDA device (varlens runs on the CPU)")
+
+
+def memory_allocated(device=None):
+    return 0
+
+
+max_memory_allocated = memory_reserved = max_memory_reserved = memory_allocated
+
+
+def reset_peak_memory_stats(device=None):
+    pass
+
+
+def is_bf16_supported(including_emulation=True):
+    return False

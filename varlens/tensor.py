@@ -72,7 +72,16 @@ class Tensor:
     def size(self, dim=None):
         if dim is None:
             return Size(self._data.shape)
-        return self._data.shape[dim]
+        try:
+            return self._data.shape[dim]
+        except (IndexError, TypeError):
+            nd = max(self._data.ndim, 1)
+            if not isinstance(dim, builtins.int) or isinstance(dim, builtins.bool):
+                raise TypeError(f"size(): argument 'dim' must be int, not {type(dim).__name__} ({dim!r})") from None
+            if self._data.ndim == 0 and dim in (0, -1):
+                raise RuntimeError("size(): a 0-d tensor has no dimensions (dim specified for a scalar)") from None
+            raise IndexError(f"size(): Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], "
+                             f"but got {dim})") from None
 
     @property
     def ndim(self):
@@ -251,9 +260,10 @@ class Tensor:
         return self
 
     def retain_grad(self):
-        """Keep ``.grad`` on a non-leaf tensor after backward."""
-        if self._node is None:
+        """Keep ``.grad`` on a non-leaf tensor after backward (a second call changes nothing)."""
+        if self._node is None or self.__dict__.get("_retains"):
             return
+        self.__dict__["_retains"] = True
         import weakref
         ref = weakref.ref(self)
 
@@ -262,6 +272,11 @@ class Tensor:
             if t is not None:
                 t.grad = g.detach() if t.grad is None else t.grad + g.detach()
         self.register_hook(_keep)
+
+    @property
+    def retains_grad(self):
+        """True for a non-leaf tensor whose ``.grad`` is kept (``retain_grad()`` was called)."""
+        return self._node is not None and bool(self.__dict__.get("_retains"))
 
     def register_hook(self, hook):
         """Call ``hook(grad)`` when this tensor's gradient is computed; a return value replaces it."""
@@ -518,6 +533,13 @@ class Tensor:
     def type(self, dtype=None):
         if dtype is None:
             return f"varlens.{self.dtype}"
+        if isinstance(dtype, str):
+            name = dtype.rsplit(".", 1)[-1]
+            dt = _LEGACY_TYPES.get(name, name if name in _DTYPE_NAMES else None)
+            if dt is None:
+                raise ValueError(f"invalid type: {dtype!r} (type(): expected a dtype, a dtype name or a legacy "
+                                 f"tensor type name such as 'torch.FloatTensor')")
+            dtype = getattr(B, "bool_" if dt == "bool" else dt)
         return self.to(dtype)
 
     def cpu(self):
@@ -561,7 +583,7 @@ class Tensor:
     def element_size(self):
         return self._data.itemsize
 
-    def clone(self):
+    def clone(self, *, memory_format=None):
         return _ops.clone(self)
 
     def new_tensor(self, data, dtype=None, requires_grad=False):
@@ -580,6 +602,9 @@ class Tensor:
         return Tensor._make(xp.empty(_size(size), dtype=dtype or self.dtype))
 
 
+_LEGACY_TYPES = {"FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16",
+                 "LongTensor": "int64", "IntTensor": "int32", "ShortTensor": "int16", "CharTensor": "int8",
+                 "ByteTensor": "uint8", "BoolTensor": "bool"}
 _DTYPE_NAMES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
                 "half", "float", "double", "short", "int", "long"}
 
@@ -666,6 +691,15 @@ def parse_to(args, kwargs):
             dtype = getattr(B, "bool_" if name == "bool" else name)
         elif isinstance(a, (str, device)) or a is None:
             devs.append(a)
+        elif isinstance(a, (builtins.int, _np.integer)) and not isinstance(a, builtins.bool):
+            raise RuntimeError(f"to(): an int argument ({a}) is read as an accelerator device index, and no "
+                               "accelerator is available: varlens runs on the CPU; pass a dtype "
+                               "(varlens.float32, ...), 'cpu' or a Tensor")
+        elif isinstance(a, builtins.bool) or not (isinstance(a, (_np.dtype, type)) or hasattr(a, "is_floating_point")
+                                                  or type(a).__module__.startswith("torch")):
+            raise TypeError(f"to() received an invalid combination of arguments - got ({type(a).__name__}): "
+                            f"expected a dtype (varlens.float32, ...), a device ('cpu') or a Tensor, "
+                            f"got {a!r}")
         else:
             dtype = a
     for d in devs:
@@ -686,7 +720,8 @@ def _size(size):
         if not isinstance(s, (builtins.int, _np.integer)) or isinstance(s, builtins.bool):
             raise TypeError(f"size: expected integers, got {type(s).__name__} ({s!r})")
         if s < 0:
-            raise ValueError(f"size: dimensions must be non-negative, got {s}")
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(size)} (size: "
+                               f"expected non-negative dimensions)")
         out.append(builtins.int(s))
     return tuple(out)
 
@@ -698,6 +733,9 @@ def tensor(data, dtype=None, requires_grad=False, device=None):
     """
     if device is not None and str(device) != "cpu":
         raise RuntimeError(f"tensor(): device {device!r} is not available; only 'cpu' is accepted")
+    if isinstance(dtype, str):
+        raise TypeError(f"tensor(): argument 'dtype' must be torch.dtype, not str ({dtype!r}; write "
+                        f"varlens.{dtype.rsplit('.', 1)[-1]})")
     if isinstance(data, Tensor):
         arr = data._data.astype(B.to_dtype(dtype) or data._data.dtype, copy=True)
     elif isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):

@@ -342,13 +342,15 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     run_backward(list(tensors), gs, retain_graph, create_graph)
 
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
-         allow_unused=None, materialize_grads=False):
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
+         allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """Return d(outputs)/d(inputs) without touching ``.grad`` (torch.autograd.grad).
 
     With ``create_graph=True`` the returned gradients are differentiable, so
     Hessian-vector products are ``grad(grad(f, x, create_graph=True)[0] @ v, x)``.
     """
+    if is_grads_batched:
+        raise NotImplementedError("grad: is_grads_batched=True is not supported (call grad once per vector)")
     single = isinstance(outputs, Tensor)
     outputs = [outputs] if single else list(outputs)
     inputs_single = isinstance(inputs, Tensor)

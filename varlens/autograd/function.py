@@ -348,3 +348,10 @@ def _check_finite(a, where):
     if a.dtype.kind in "fc" and not bool(xp.isfinite(a).all()):
         kind = "NaN" if bool(xp.isnan(a).any()) else "Inf"
         raise RuntimeError(f"anomaly detected: {where} produced {kind} values")
+
+
+def once_differentiable(fn):
+    """torch.autograd.function.once_differentiable, for custom Functions' backward: returned as
+    it is (a varlens backward that is not differentiable already raises a clear error when a
+    second derivative is asked for)."""
+    return fn

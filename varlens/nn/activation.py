@@ -1,8 +1,11 @@
 """Activation modules (thin wrappers over varlens.nn.functional)."""
 from __future__ import annotations
 
+import warnings
+
 from varlens.backend import xp
 from varlens.nn import functional as F
+from varlens.nn._errors import ArgAssertionError as HardtanhArgError
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
 
@@ -109,8 +112,16 @@ class Tanh(Module):
 
 
 class Hardtanh(Module):
-    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False, min_value=None, max_value=None):
         super().__init__()
+        if min_value is not None or max_value is not None:  # PyTorch's deprecated keyword names
+            warnings.warn("keyword argument `min_value`/`max_value` is deprecated and renamed to "
+                          "`min_val`/`max_val`", FutureWarning, stacklevel=2)
+            min_val = min_val if min_value is None else min_value
+            max_val = max_val if max_value is None else max_value
+        if not max_val > min_val:
+            raise HardtanhArgError(f"max_val ({max_val}) must be greater than min_val ({min_val}) "
+                                   f"({type(self).__name__})")
         self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
 
     def forward(self, input):
@@ -169,7 +180,8 @@ class PReLU(Module):
         self.weight = Parameter(xp.full((num_parameters,), init, dtype=B.to_dtype(dtype) or B.get_default_dtype()))
 
     def forward(self, input):
-        return F.prelu(input, self.weight)
+        F._check_prelu(input, self.weight, f"PReLU(num_parameters={self.num_parameters})")
+        return F._prelu(input, self.weight)
 
     def extra_repr(self):
         return f"num_parameters={self.num_parameters}"

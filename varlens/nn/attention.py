@@ -14,6 +14,7 @@ from __future__ import annotations
 from varlens import ops
 from varlens.backend import xp
 from varlens.nn import init
+from varlens.nn._errors import ArgAssertionError, ShapeAssertionError
 from varlens.nn.linear import Linear
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
@@ -82,9 +83,12 @@ class MultiheadAttention(Module):
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
                  add_zero_attn=False, kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
         super().__init__()
+        if embed_dim <= 0 or num_heads <= 0:
+            raise ValueError(f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} and "
+                             f"num_heads={num_heads} instead (MultiheadAttention)")
         if embed_dim % num_heads:
-            raise ValueError(f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible by "
-                             f"num_heads ({num_heads})")
+            raise ArgAssertionError(f"embed_dim must be divisible by num_heads (MultiheadAttention: "
+                                    f"embed_dim={embed_dim}, num_heads={num_heads})")
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
         self.kdim = kdim if kdim is not None else embed_dim
@@ -163,8 +167,14 @@ class MultiheadAttention(Module):
         elif self.batch_first:
             query, key, value = (ops.transpose(t, 0, 1) for t in (query, key, value))
         if query.shape[-1] != self.embed_dim:
-            raise RuntimeError(f"MultiheadAttention: query has {query.shape[-1]} features, expected "
-                               f"embed_dim={self.embed_dim}")
+            raise ShapeAssertionError(f"was expecting embedding dimension of {self.embed_dim}, but got "
+                                      f"{query.shape[-1]} (MultiheadAttention: query has {query.shape[-1]} features, "
+                                      f"expected embed_dim={self.embed_dim})")
+        ks, vs = tuple(key.shape), tuple(value.shape)
+        if (ks != vs) if self._qkv_same_embed_dim else (ks[:2] != vs[:2]):
+            raise ShapeAssertionError(f"key shape {ks} does not match value shape {vs} (MultiheadAttention: key "
+                                      f"and value need the same sequence length and batch size"
+                                      f"{'' if not self._qkv_same_embed_dim else ' and embed_dim'})")
         if self.bias_k is not None or self.add_zero_attn:
             return self._forward_general(query, key, value, key_padding_mask, need_weights, attn_mask,
                                          average_attn_weights, is_causal, batched)

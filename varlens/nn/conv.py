@@ -9,6 +9,7 @@ from varlens import backend as B
 from varlens.backend import xp
 from varlens.nn import functional as F
 from varlens.nn import init
+from varlens.nn._errors import ArgRuntimeError
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
 from varlens.ops.conv import _tuple
@@ -35,8 +36,10 @@ class _ConvNd(Module):
         _check_device(device)
         n = self._n
         for arg, v in (("in_channels", in_channels), ("out_channels", out_channels), ("groups", groups)):
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{name}: {arg} must be a positive int, got {v!r}")
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise TypeError(f"{name}: {arg} must be a positive int, got {v!r} ({type(v).__name__})")
+            if v < 1:
+                raise ArgRuntimeError(f"{name}: {arg} must be a positive int, got {v!r}")
         if in_channels % groups:
             raise ValueError(f"{name}: in_channels ({in_channels}) must be divisible by groups ({groups})")
         if out_channels % groups:
@@ -46,6 +49,12 @@ class _ConvNd(Module):
         if padding_mode != "zeros" and self._transposed:
             raise ValueError(f'Only "zeros" padding mode is supported for {name}')
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        if hasattr(kernel_size, "__len__") and len(kernel_size) != n:
+            # PyTorch keeps such a tuple, builds a weight with the wrong number of dims and fails
+            # at the first forward (RuntimeError); varlens refuses it here
+            raise ArgRuntimeError(f"{name}: kernel_size must be an int or a tuple of {n} ints, got "
+                                  f"{tuple(kernel_size)!r} ({len(kernel_size)} element(s)); a {n}-d "
+                                  f"convolution needs {n} kernel sizes")
         self.kernel_size = _tuple(kernel_size, n, "kernel_size", name, minimum=1)
         self.stride = _tuple(stride, n, "stride", name, minimum=1)
         self.dilation = _tuple(dilation, n, "dilation", name, minimum=1)

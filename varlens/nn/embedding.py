@@ -5,17 +5,29 @@ from varlens import backend as B
 from varlens.backend import xp
 from varlens.nn import functional as F
 from varlens.nn import init
+from varlens.nn._errors import ArgAssertionError
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
 from varlens.tensor import Tensor
+
+
+def _check_sizes(num_embeddings, embedding_dim, what):
+    """Non-negative int sizes; PyTorch's RuntimeError for a negative one, naming the argument."""
+    for name, v in (("num_embeddings", num_embeddings), ("embedding_dim", embedding_dim)):
+        if isinstance(v, bool) or not hasattr(v, "__index__"):
+            raise TypeError(f"{what}: {name} must be an int, got {v!r} ({type(v).__name__})")
+        if v < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {int(v)}: "
+                               f"[{int(num_embeddings)}, {int(embedding_dim)}] ({what}: {name} must be >= 0, "
+                               f"got {int(v)})")
 
 
 def _check_padding_idx(padding_idx, num_embeddings, what):
     """padding_idx in [-num_embeddings, num_embeddings), made non-negative (None stays None)."""
     if padding_idx is not None:
         if not -num_embeddings <= padding_idx < num_embeddings:
-            raise ValueError(f"{what}: padding_idx {padding_idx} must be within num_embeddings "
-                             f"({num_embeddings})")
+            raise ArgAssertionError(f"Padding_idx must be within num_embeddings ({what}: padding_idx {padding_idx} "
+                                    f"must be within num_embeddings ({num_embeddings}))")
         if padding_idx < 0:
             padding_idx += num_embeddings
     return padding_idx
@@ -43,6 +55,7 @@ class Embedding(Module):
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
                  scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None):
         super().__init__()
+        _check_sizes(num_embeddings, embedding_dim, "Embedding")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = _check_padding_idx(padding_idx, num_embeddings, "Embedding")
         self.max_norm, self.norm_type = max_norm, norm_type

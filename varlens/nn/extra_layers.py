@@ -10,7 +10,7 @@ import numbers
 
 from varlens.backend import xp
 from varlens.nn import functional as F
-from varlens.nn.embedding import Embedding, _check_padding_idx, _init_table
+from varlens.nn.embedding import Embedding, _check_padding_idx, _check_sizes, _init_table
 from varlens.nn.module import Module
 from varlens.nn.norm import _BatchNorm, _NormBase
 from varlens.tensor import Tensor
@@ -520,6 +520,7 @@ class EmbeddingBag(Module):
             raise ValueError(f"EmbeddingBag: mode has to be one of sum, mean or max, got {mode!r}")
         if scale_grad_by_freq or sparse:
             raise NotImplementedError("EmbeddingBag: scale_grad_by_freq and sparse gradients are not supported")
+        _check_sizes(num_embeddings, embedding_dim, "EmbeddingBag")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.max_norm, self.norm_type, self.scale_grad_by_freq = max_norm, norm_type, scale_grad_by_freq
         self.padding_idx = _check_padding_idx(padding_idx, num_embeddings, "EmbeddingBag")

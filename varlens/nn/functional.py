@@ -12,6 +12,7 @@ import warnings
 
 from varlens import ops as _ops
 from varlens.backend import xp
+from varlens.nn._errors import ArgNotImplementedError, ArgRuntimeError
 from varlens.ops import nn_ops as _nn
 from varlens.ops.index import one_hot  # noqa: F401
 from varlens.ops.reduce import log_softmax, softmax  # noqa: F401
@@ -20,6 +21,54 @@ from varlens.tensor import Tensor
 
 def _arr(t):
     return t._data if isinstance(t, Tensor) else t
+
+
+class IndexTypeError(TypeError, RuntimeError):
+    """Non-integer indices for a lookup: a TypeError, and PyTorch's RuntimeError."""
+
+
+class NotATensorError(TypeError, AttributeError):
+    """A non-tensor (list, NumPy array, number) where a loss needs a Tensor.  A TypeError that
+    names the argument; also an AttributeError, which is what PyTorch's elementwise losses
+    raise for a list (``'list' object has no attribute 'size'``)."""
+
+
+def _type_name(v):
+    t = type(v)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _need_tensor(v, name, pos, op, cls=TypeError):
+    """torch's argument-parser message for a non-Tensor ``v`` (one isinstance when it is one)."""
+    if not isinstance(v, Tensor):
+        raise cls(f"{op}(): argument '{name}' (position {pos}) must be Tensor, not {_type_name(v)}")
+
+
+def _loss_args(input, target, op):
+    _need_tensor(input, "input", 1, op, NotATensorError)
+    _need_tensor(target, "target", 2, op, NotATensorError)
+
+
+def _dtype_name(dtype):
+    from varlens.ops.elementwise import torch_dtype_name
+    return torch_dtype_name(dtype)
+
+
+def _check_class_target(tgt, op):
+    """Class indices must be int64 or uint8 (PyTorch's 'Long or Byte')."""
+    dt = tgt.dtype
+    if dt != xp.int64 and dt != xp.uint8:
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {_dtype_name(dt)} ({op}: "
+                           f"class-index targets must be int64 or uint8, got {dt}; use target.long())")
+
+
+def _check_batch(in_shape, tgt_shape, op):
+    N = in_shape[0]
+    if not tgt_shape or tgt_shape[0] != N:
+        exp = (N,) + tuple(in_shape[2:])
+        raise ValueError(f"Expected input batch_size ({N}) to match target batch_size "
+                         f"({tgt_shape[0] if tgt_shape else 'none: a 0-d target'}). ({op}: for input of shape "
+                         f"{tuple(in_shape)} the class-index target must have shape {exp}, got {tuple(tgt_shape)})")
 
 
 def _as_tensor_like(v, like):
@@ -111,7 +160,30 @@ def softmin(input, dim=None, dtype=None):
     return softmax(-input, dim, dtype)
 
 
+def _check_prelu(input, weight, what):
+    nd = input.ndim
+    if nd == 0:
+        raise RuntimeError(f"Not allow zero-dim input tensor. ({what}: expected an input with at least one "
+                           f"dimension, got a 0-d tensor)")
+    if input._data.dtype != weight._data.dtype:
+        raise RuntimeError(f"prelu: Type promoting not supported. Got {_dtype_name(input._data.dtype)} and "
+                           f"{_dtype_name(weight._data.dtype)} ({what}: input dtype {input._data.dtype}, weight "
+                           f"dtype {weight._data.dtype})")
+    n = weight.numel()
+    if n != 1:
+        c = input.shape[1] if nd >= 2 else 1
+        if n != c:
+            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers "
+                               f"= {n} and channel size = {c}. ({what}: expected {n} channels in dim 1, got "
+                               f"input of shape {tuple(input.shape)})")
+
+
 def prelu(input, weight):
+    _check_prelu(input, weight, "prelu")
+    return _prelu(input, weight)
+
+
+def _prelu(input, weight):
     w = weight
     if input.ndim >= 2 and weight.numel() > 1:
         w = _ops.reshape(weight, (-1,) + (1,) * (input.ndim - 2))
@@ -155,7 +227,19 @@ def dropout(input, p=0.5, training=True, inplace=False, *, keep_prob=None, gener
     _check_p(p, "dropout")
     if not training or p == 0.0:
         return input
+    if input._data.dtype.kind != "f":
+        _dropout_dtype(input, p, "dropout")
     return _nn.MaskMul.apply(input, _dropout_mask(input.shape, p, input.dtype, generator))
+
+
+def _dropout_dtype(input, p, what):
+    """Dropout in training scales the survivors by 1/(1 - p), a float: PyTorch refuses an integer or
+    bool input (except with p = 1, where everything is zeroed)."""
+    dt = input._data.dtype
+    if dt.kind in "iub" and not (p == 1.0 and dt.kind != "b"):
+        raise RuntimeError(f"result type Float can't be cast to the desired output type {_dtype_name(dt)} "
+                           f"({what}: in training the kept entries are scaled by 1/(1-p), so the input must be "
+                           f"floating point; got dtype {dt}; convert it with .float())")
 
 
 def dropout1d(input, p=0.5, training=True, inplace=False, *, generator=None):
@@ -178,6 +262,8 @@ def _channel_dropout(input, p, training, nd, what, generator):
                            f"{tuple(input.shape)}")
     if not training or p == 0.0:
         return input
+    if input._data.dtype.kind != "f":
+        _dropout_dtype(input, p, what)
     lead = 2 if input.ndim == nd else 1
     shape = tuple(input.shape[:lead]) + (1,) * (input.ndim - lead)
     return _nn.MaskMul.apply(input, _dropout_mask(shape, p, input.dtype, generator))
@@ -189,6 +275,8 @@ def alpha_dropout(input, p=0.5, training=False, inplace=False, *, generator=None
     _check_p(p, "alpha_dropout")
     if not training or p == 0.0:
         return input
+    if input._data.dtype.kind != "f":
+        _dropout_dtype(input, 0.5, "alpha_dropout")
     if p == 1.0:
         return input * 0.0
     alpha_p = -1.7580993408473766  # -lambda * alpha of SELU
@@ -218,6 +306,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         raise ValueError(f"batch_norm: eps_mode must be 'sqrt' (sqrt(var + eps)) or 'std' (std + eps), "
                          f"got {eps_mode!r}")
     C = input.shape[1]
+    if input._data.dtype.kind != "f":
+        raise NotImplementedError(f'"batch_norm" not implemented for \'{_dtype_name(input._data.dtype)}\' '
+                                  f"(batch_norm: expected a floating-point input, got dtype {input._data.dtype}; "
+                                  f"convert it with .float())")
     for name, t in (("weight", weight), ("bias", bias), ("running_mean", running_mean),
                     ("running_var", running_var)):
         if t is not None and tuple(t.shape) != (C,):
@@ -227,10 +319,12 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     axes = (0,) + tuple(range(2, x.ndim))
     pshape = (1, C) + (1,) * (x.ndim - 2)
     if training:
-        n = x.size // C
+        n = x.size // C if C else 0
         if n <= 1:
-            raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input "
-                             f"of shape {tuple(input.shape)}")
+            if x.size == 0:  # an empty batch: an empty output, running statistics untouched (PyTorch)
+                return _channel_affine(input * 0.0, weight, bias)
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                             f"{tuple(input.shape)} (batch_norm: the batch variance needs at least 2 values)")
         mean, xc, var = _nn.batch_stats(x)
         if running_mean is not None or running_var is not None:
             mom = momentum if momentum is not None else 0.0
@@ -275,6 +369,14 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
     """Normalise each example over its last len(normalized_shape) axes (seed 003 §4.3.3)."""
     shape = _norm_shape(normalized_shape)
     _check_norm_input(input, shape, "layer_norm", ("weight", weight), ("bias", bias))
+    if input._data.dtype.kind != "f":
+        raise NotImplementedError(f'"LayerNormKernelImpl" not implemented for \'{_dtype_name(input._data.dtype)}\' '
+                                  f"(layer_norm: expected a floating-point input, got dtype {input._data.dtype})")
+    if input._data.size == 0:  # nothing to normalise: an empty output, zero gradients (PyTorch)
+        y = input * 0.0
+        if weight is not None:
+            y = y * weight
+        return y + bias if bias is not None else y
     return _nn.LayerNorm.apply(input, weight, bias, nd=len(shape), eps=eps)
 
 
@@ -290,9 +392,34 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
     """Normalise each example over groups of channels (and all spatial positions)."""
-    N, C = input.shape[0], input.shape[1]
+    _check_group_norm(input, num_groups, weight, bias, "group_norm")
+    return _group_norm(input, num_groups, weight, bias, eps)
+
+
+def _check_group_norm(input, num_groups, weight, bias, what):
+    s = tuple(input.shape)
+    if len(s) < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {len(s)} ({what}: "
+                           f"expected an input of shape (N, C, *), got {s})")
+    C = s[1]
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None and p._data.shape != (C,):
+            raise RuntimeError(f"Expected {name} to be a vector of size equal to the number of channels in "
+                               f"input, but got {name} of shape {list(p._data.shape)} and input of shape "
+                               f"{list(s)} ({what}: expected {p._data.shape[0] if p._data.ndim == 1 else '?'} "
+                               f"channels in dim 1, got {C})")
     if C % num_groups:
-        raise ValueError(f"group_norm: num_channels={C} must be divisible by num_groups={num_groups}")
+        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input "
+                           f"of shape {list(s)} and num_groups={num_groups} ({what})")
+    if input._data.dtype.kind != "f":
+        raise RuntimeError(f"mixed dtype (CPU): all inputs must share same datatype. ({what}: expected a "
+                           f"floating-point input, got dtype {input._data.dtype})")
+
+
+def _group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
+    N = input.shape[0]
+    if input._data.size == 0:
+        return _channel_affine(input * 0.0, weight, bias)
     x = _ops.reshape(input, (N, num_groups, -1))
     y = _ops.reshape(_nn.LayerNorm.apply(x, None, None, nd=1, eps=eps), tuple(input.shape))
     return _channel_affine(y, weight, bias)
@@ -332,8 +459,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     the ``padding_idx`` row gets none."""
     idx = _arr(input)
     if not hasattr(idx, "dtype") or idx.dtype.kind not in "iu":
-        raise TypeError(f"embedding: input must hold integer indices (int64), got "
-                        f"{getattr(idx, 'dtype', type(idx).__name__)}")
+        raise IndexTypeError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                             f"Long, Int; but got {getattr(idx, 'dtype', type(idx).__name__)} instead (embedding: "
+                             f"input must hold integer indices (int64))")
     V = weight.shape[0]
     if idx.size and (idx.min() < 0 or idx.max() >= V):
         bad = int(idx.max()) if idx.max() >= V else int(idx.min())
@@ -362,10 +490,12 @@ def pad(input, pad, mode="constant", value=None):
     """Pad the last len(pad)//2 axes; ``pad`` = (left_last, right_last, left_prev, right_prev, ...).
     Modes: 'constant' (negative pads crop), 'reflect', 'replicate', 'circular'."""
     if len(pad) % 2:
-        raise ValueError(f"pad: the padding tuple must have an even length, got {pad!r}")
+        raise ArgRuntimeError(f"Padding length must be divisible by 2 (pad: the padding tuple must have an even "
+                              f"length, got {pad!r})")
     k = len(pad) // 2
     if k > input.ndim:
-        raise ValueError(f"pad: padding {pad!r} covers {k} dimensions but the input has {input.ndim}")
+        raise ArgRuntimeError(f"Padding length should be less than or equal to two times the input dimension (pad: "
+                              f"padding {pad!r} covers {k} dimensions but the input has {input.ndim})")
     pads = [(0, 0)] * input.ndim
     for i in range(k):
         pads[input.ndim - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
@@ -373,7 +503,8 @@ def pad(input, pad, mode="constant", value=None):
         return _nn.ConstantPad.apply(input, tuple(pads), 0.0 if value is None else value)
     npmode = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}.get(mode)
     if npmode is None:
-        raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
+        raise ArgNotImplementedError(f"Unrecognised padding mode {mode} (pad: mode must be 'constant', 'reflect', "
+                                     f"'replicate' or 'circular', got {mode!r})")
     out = input
     for d, (lo, hi) in enumerate(pads):
         if lo == 0 and hi == 0:
@@ -388,6 +519,7 @@ def pad(input, pad, mode="constant", value=None):
 
 # ---------------------------------------------------------------- losses
 _REDUCTIONS = ("mean", "sum", "none")
+_INT64 = xp.dtype("int64")
 
 
 def _legacy_reduction(size_average, reduce, reduction):
@@ -412,13 +544,14 @@ def _reduce(loss, reduction):
 
 
 def _pair(input, target, what):
-    target = _as_tensor_like(target, input)
+    _loss_args(input, target, what)
     if tuple(target.shape) != tuple(input.shape):
         try:
             xp.broadcast_shapes(tuple(input.shape), tuple(target.shape))
         except ValueError:
-            raise ValueError(f"{what}: input of shape {tuple(input.shape)} and target of shape "
-                             f"{tuple(target.shape)} cannot be broadcast together") from None
+            raise ArgRuntimeError(f"{what}: input of shape {tuple(input.shape)} and target of shape "
+                                  f"{tuple(target.shape)} cannot be broadcast together (the size of each "
+                                  f"dimension must match or be 1)") from None
         warnings.warn(f"{what}: using a target size {tuple(target.shape)} that is different to the input size "
                       f"{tuple(input.shape)}; they will be broadcast, which is probably not what you want",
                       stacklevel=3)
@@ -431,6 +564,9 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction, "mse_loss")
     target = _pair(input, target, "mse_loss")
+    if input._data.dtype.kind in "biu" and target._data.dtype.kind in "biu":
+        raise NotImplementedError(f'"mse_cpu" not implemented for \'{_dtype_name(input._data.dtype)}\' (mse_loss: '
+                                  f"input and target are both integer tensors; convert them with .float())")
     d = input - target
     loss = d * d
     if weight is not None:
@@ -452,7 +588,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """0.5 d^2 where |d| < delta, else delta (|d| - delta/2)."""
     _check_reduction(reduction, "huber_loss")
     if delta <= 0:
-        raise ValueError(f"huber_loss: delta must be positive, got {delta}")
+        raise ArgRuntimeError(f"huber_loss does not support non-positive values for delta (got delta={delta})")
     target = _pair(input, target, "huber_loss")
     d = input - target
     ad = _ops.abs(d)
@@ -467,7 +603,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction, "smooth_l1_loss")
     if beta < 0:
-        raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
+        raise ArgRuntimeError(f"smooth_l1_loss does not support negative values for beta (got beta={beta})")
     target = _pair(input, target, "smooth_l1_loss")
     d = input - target
     ad = _ops.abs(d)
@@ -488,32 +624,49 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if reduction not in _REDUCTIONS:
         _check_reduction(reduction, "cross_entropy")
     if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+        raise ArgRuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing} (cross_entropy)")
+    if not isinstance(input, Tensor):
+        _need_tensor(input, "input", 1, "cross_entropy")
+    if not isinstance(target, Tensor):
+        _need_tensor(target, "target", 2, "cross_entropy")
     zs = input._data.shape
     if not zs:
-        raise ValueError("cross_entropy: input must have a class dimension, got a 0-d tensor")
+        raise ArgRuntimeError("cross_entropy: input must have a class dimension (shape (C,), (N, C) or "
+                              "(N, C, d1, ...)), got a 0-d tensor")
     C = zs[1] if len(zs) > 1 else zs[0]
     w = None
     if weight is not None:
+        _need_tensor(weight, "weight", 3, "cross_entropy")
         w = _arr(weight).astype(input.dtype, copy=False)
         if w.shape != (C,):
-            raise ValueError(f"cross_entropy: weight must have shape ({C},) (one per class), got {tuple(w.shape)}")
-    tgt = target._data if isinstance(target, Tensor) else xp.asarray(target)
-    kind = tgt.dtype.kind
-    if kind == "f":
+            raise ArgRuntimeError(f"weight tensor should be defined either for all {C} classes or no classes but got "
+                                  f"weight tensor of shape: {list(w.shape)} (cross_entropy: weight must have shape "
+                                  f"({C},), one per class)")
+    tgt = target._data
+    dt = tgt.dtype
+    if dt.kind == "f":
         if tgt.shape != zs:
-            raise ValueError(f"cross_entropy: class-probability targets must have the input's shape "
-                             f"{tuple(zs)}, got {tuple(tgt.shape)}")
-        t = target if isinstance(target, Tensor) else Tensor._make(tgt.astype(input.dtype))
-        return _nn.CrossEntropy.apply(input, t, weight=w, label_smoothing=label_smoothing,
+            raise RuntimeError(f"expected target dtype to be Long or Byte, but got {_dtype_name(dt)} "
+                               f"(cross_entropy: a floating-point target holds class probabilities and must "
+                               f"have the input's shape {tuple(zs)}, got {tuple(tgt.shape)})")
+        return _nn.CrossEntropy.apply(input, target, weight=w, label_smoothing=label_smoothing,
                                       reduction=reduction, probs=True)
-    if kind not in "iu":
-        raise TypeError(f"cross_entropy: target must hold class indices (int64) or class probabilities "
-                        f"(float), got dtype {tgt.dtype}")
+    if dt is not _INT64:
+        _check_class_target(tgt, "cross_entropy")
     exp_shape = () if len(zs) == 1 else (zs[0],) + zs[2:]
+    if len(zs) == 1 and tgt.shape == (1,):  # a 1-element target for one example works too (PyTorch)
+        tgt = tgt.reshape(())
     if tgt.shape != exp_shape:
-        raise ValueError(f"cross_entropy: for input of shape {tuple(zs)} the class-index target must "
-                         f"have shape {exp_shape}, got {tuple(tgt.shape)}")
+        if len(zs) == 1:
+            raise ValueError(f"For 1D input, 1D target must have size 1, but got target size: "
+                             f"{tgt.shape[0] if tgt.ndim else 0} (cross_entropy: input of shape {tuple(zs)} "
+                             f"takes a 0-d class-index target)")
+        if not tgt.shape or tgt.shape[0] != zs[0]:
+            _check_batch(zs, tgt.shape, "cross_entropy")
+        head = ("0D or 1D target tensor expected, multi-target not supported" if len(zs) == 2 else
+                f"Expected target size {list(exp_shape)}, got {list(tgt.shape)}")
+        raise ArgRuntimeError(f"{head} (cross_entropy: for input of shape {tuple(zs)} the class-index target "
+                              f"must have shape {exp_shape}, got {tuple(tgt.shape)})")
     real = _nn.cross_entropy_check(tgt, C, ignore_index)
     return _nn.CrossEntropy.apply(input, tgt, weight=w, ignore_index=ignore_index,
                                   label_smoothing=label_smoothing, reduction=reduction, probs=False,
@@ -526,16 +679,39 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     summed weights of the (non-ignored) targets."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction, "nll_loss")
+    _need_tensor(input, "input", 1, "nll_loss")
+    _need_tensor(target, "target", 2, "nll_loss")
+    if input.ndim == 0:
+        raise ValueError("nll_loss: input must have a class dimension, got a 0-d tensor")
     C = input.shape[1] if input.ndim > 1 else input.shape[0]
-    tgt = _arr(target) if isinstance(target, Tensor) else xp.asarray(target)
-    if tgt.dtype.kind not in "iu":
-        raise TypeError(f"nll_loss: target must hold class indices (int64), got dtype {tgt.dtype}")
+    tgt = target._data
+    _check_class_target(tgt, "nll_loss")
+    if input.ndim == 1:
+        if tgt.ndim > 1 or tgt.size != 1:
+            raise ValueError(f"For 1D input, 1D target must have size 1, but got target size: {tgt.size} "
+                             f"(nll_loss: input of shape {tuple(input.shape)})")
+    else:
+        if tgt.ndim != input.ndim - 1 and input.ndim == 2:
+            raise RuntimeError(f"0D or 1D target tensor expected, multi-target not supported (nll_loss: input "
+                               f"of shape {tuple(input.shape)} takes a target of shape ({input.shape[0]},), got "
+                               f"{tuple(tgt.shape)})")
+        _check_batch(tuple(input.shape), tgt.shape, "nll_loss")
+        exp_shape = (input.shape[0],) + tuple(input.shape[2:])
+        if tgt.shape != exp_shape:
+            raise RuntimeError(f"nll_loss: expected target of shape {exp_shape} for input of shape "
+                               f"{tuple(input.shape)}, got {tuple(tgt.shape)}")
     _nn.cross_entropy_check(tgt, C, ignore_index, "nll_loss")
     x = input if input.ndim > 1 else _ops.reshape(input, (1, C))
     t = tgt if input.ndim > 1 else tgt.reshape(1)
     valid = t != ignore_index
     tt = xp.where(valid, t, 0)
     picked = _ops.squeeze(_ops.gather(x, 1, Tensor._make(xp.expand_dims(tt, 1))), 1)
+    if weight is not None:
+        _need_tensor(weight, "weight", 3, "nll_loss")
+        if weight._data.shape != (C,):
+            raise ArgRuntimeError(f"weight tensor should be defined either for all {C} classes or no classes but got "
+                                  f"weight tensor of shape: {list(weight._data.shape)} (nll_loss: weight must have "
+                                  f"shape ({C},), one per class)")
     w = xp.ones(C, dtype=input.dtype) if weight is None else _arr(weight).astype(input.dtype)
     wy = (w[tt] * valid).astype(input.dtype)
     loss = -picked * wy
@@ -553,14 +729,25 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     """-w (y log x + (1 - y) log(1 - x)) on probabilities x, each log clamped at -100 (PyTorch)."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction, "binary_cross_entropy")
-    target = _as_tensor_like(target, input)
+    _loss_args(input, target, "binary_cross_entropy")
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"binary_cross_entropy: target of shape {tuple(target.shape)} must match the input's "
                          f"shape {tuple(input.shape)}")
     x = input._data
-    if x.size and (x.min() < 0 or x.max() > 1):
-        raise RuntimeError("binary_cross_entropy: all elements of input should be between 0 and 1 "
-                           "(probabilities); for logits use binary_cross_entropy_with_logits")
+    if target._data.dtype != x.dtype:
+        raise RuntimeError(f"Found dtype {_dtype_name(target._data.dtype)} but expected {_dtype_name(x.dtype)} "
+                           f"(binary_cross_entropy: target must have the input's dtype {x.dtype}, got "
+                           f"{target._data.dtype}; convert it with target.to(input.dtype))")
+    if x.dtype.kind != "f":
+        raise NotImplementedError(f'"binary_cross_entropy" not implemented for \'{_dtype_name(x.dtype)}\' '
+                                  f"(the input holds probabilities and must be floating point)")
+    # one pass each for min and max; a NaN makes both comparisons False, so it is refused too
+    if x.size and not (x.min() >= 0 and x.max() <= 1):
+        raise RuntimeError("all elements of input should be between 0 and 1 (binary_cross_entropy: input "
+                           "holds probabilities; got values outside [0, 1] or NaN; for logits use "
+                           "binary_cross_entropy_with_logits)")
+    if weight is not None:
+        _need_tensor(weight, "weight", 3, "binary_cross_entropy", NotATensorError)
     lx = _ops.clamp(_ops.log(input), min=-100.0)
     l1x = _ops.clamp(_ops.log(1 - input), min=-100.0)
     loss = -(target * lx + (1 - target) * l1x)
@@ -575,7 +762,11 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     pos_weight.  ``pos_weight`` multiplies the positive term (broadcast over the class axis)."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction, "binary_cross_entropy_with_logits")
-    target = _as_tensor_like(target, input)
+    _loss_args(input, target, "binary_cross_entropy_with_logits")
+    if target._data.dtype.kind != "f" and input._data.dtype.kind == "f":
+        raise RuntimeError(f"result type {_dtype_name(input._data.dtype)} can't be cast to the desired output "
+                           f"type {_dtype_name(target._data.dtype)} (binary_cross_entropy_with_logits: target "
+                           f"must be floating point, got dtype {target._data.dtype}; use target.float())")
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"binary_cross_entropy_with_logits: target of shape {tuple(target.shape)} must match "
                          f"the input's shape {tuple(input.shape)}")
@@ -594,7 +785,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
         warnings.warn("kl_div: reduction='mean' divides the total by the number of elements (batch size "
                       "times support size); 'batchmean' divides by the batch size only, which is the "
                       "mathematical KL divergence per example", stacklevel=2)
-    target = _as_tensor_like(target, input)
+    _need_tensor(input, "input", 1, "kl_div")
+    _need_tensor(target, "target", 2, "kl_div")
     if log_target:
         loss = _ops.exp(target) * (target - input)
     else:
@@ -613,6 +805,9 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-06, reduction="mean
     """0.5 (log max(var, eps) + (input - target)^2 / max(var, eps)) (+ 0.5 log 2 pi if full).
     The clamp is not differentiated through (as PyTorch)."""
     _check_reduction(reduction, "gaussian_nll_loss")
+    _loss_args(input, target, "gaussian_nll_loss")
+    if not isinstance(var, (Tensor, int, float)) or isinstance(var, bool):
+        _need_tensor(var, "var", 3, "gaussian_nll_loss")
     var = _as_tensor_like(var, input)
     if tuple(var.shape) != tuple(input.shape):
         if tuple(input.shape[:-1]) == tuple(var.shape):

@@ -511,8 +511,9 @@ def _out_sizes(output_size, ins, op):
     if len(output_size) != nd:
         raise ValueError(f"{op}: output_size must be an int or a tuple of {nd}, got {output_size!r}")
     outs = tuple(L if o is None else int(o) for o, L in zip(output_size, ins))
-    if any(o < 1 for o in outs):
-        raise ValueError(f"{op}: output_size must be positive, got {output_size!r}")
+    if any(o < 0 for o in outs):  # 0 is allowed: an empty output, as PyTorch
+        raise RuntimeError(f"{op}: elements of output_size must be greater than or equal to 0 but received "
+                           f"{output_size!r}")
     return outs
 
 
@@ -795,11 +796,19 @@ def _as_t(v, like):
     return v if isinstance(v, Tensor) else _const(v, like)
 
 
+def _loss_tensors(op, *named):
+    """A TypeError naming the first non-Tensor argument, as PyTorch's argument parser
+    (``named``: (value, name) pairs in positional order)."""
+    for pos, (v, name) in enumerate(named, 1):
+        if not isinstance(v, Tensor):
+            _F()._need_tensor(v, name, pos, op, _F().NotATensorError)
+
+
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
     """max(0, -y (x1 - x2) + margin) for y in {1, -1}."""
     op = "margin_ranking_loss"
     r = _red(size_average, reduce, reduction, op)
-    target = _as_t(target, input1)
+    _loss_tensors(op, (input1, "input1"), (input2, "input2"), (target, "target"))
     if not (_shape(input1) == _shape(input2) == _shape(target)):
         raise RuntimeError(f"{op}: all input tensors should have the same size, got input1 {_shape(input1)}, "
                            f"input2 {_shape(input2)}, target {_shape(target)}")
@@ -811,6 +820,7 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
     neither)."""
     op = "hinge_embedding_loss"
     r = _red(size_average, reduce, reduction, op)
+    _loss_tensors(op, (input, "input"), (target, "target"))
     t = target._data if isinstance(target, Tensor) else xp.asarray(target)
     if t.shape != _shape(input):
         raise ValueError(f"{op}: target of shape {t.shape} must have the same shape as input {_shape(input)}")
@@ -823,7 +833,7 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     """log(1 + exp(-y x)) (a softplus, stable for large |x|)."""
     op = "soft_margin_loss"
     r = _red(size_average, reduce, reduction, op)
-    target = _as_t(target, input)
+    _loss_tensors(op, (input, "input"), (target, "target"))
     _same(input, target, op)
     return _F()._reduce(_ops.softplus(-target * input), r)
 
@@ -832,7 +842,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     """-(1/C) sum_c w_c [y_c log sigmoid(x_c) + (1 - y_c) log sigmoid(-x_c)] per example."""
     op = "multilabel_soft_margin_loss"
     r = _red(size_average, reduce, reduction, op)
-    target = _as_t(target, input)
+    _loss_tensors(op, (input, "input"), (target, "target"))
     _same(input, target, op)
     F = _F()
     loss = -(target * F.logsigmoid(input) + (1 - target) * F.logsigmoid(-input))
@@ -848,6 +858,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
     dim with 1e-12 added to each squared norm (PyTorch's form)."""
     op = "cosine_embedding_loss"
     r = _red(size_average, reduce, reduction, op)
+    _loss_tensors(op, (input1, "input1"), (input2, "input2"), (target, "target"))
     if _shape(input1) != _shape(input2) or input1.ndim not in (1, 2):
         raise RuntimeError(f"{op}: expected input1 and input2 of the same 1-D or 2-D shape, got "
                            f"{_shape(input1)} and {_shape(input2)}")
@@ -911,6 +922,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     """(1/C) sum_{i != y} w_y max(0, margin - x_y + x_i)^p per example, p in {1, 2}."""
     op = "multi_margin_loss"
     r = _red(size_average, reduce, reduction, op)
+    _loss_tensors(op, (input, "input"), (target, "target"))
     if p not in (1, 2):
         raise ValueError(f"{op}: only p == 1 and p == 2 supported, got {p}")
     t = _class_targets(input, target, op)
@@ -945,6 +957,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     target row lists class indices and ends at the first -1."""
     op = "multilabel_margin_loss"
     r = _red(size_average, reduce, reduction, op)
+    _loss_tensors(op, (input, "input"), (target, "target"))
     t = _class_targets(input, target, op)
     if t.shape != _shape(input):
         raise ValueError(f"{op}: target of shape {t.shape} must have the input's shape {_shape(input)}")
@@ -974,7 +987,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     y log y - y + log(2 pi y)/2 where y > 1 (differentiable in y too, as PyTorch)."""
     op = "poisson_nll_loss"
     r = _red(size_average, reduce, reduction, op)
-    target = _as_t(target, input)
+    _loss_tensors(op, (input, "input"), (target, "target"))
     if log_input:
         loss = _ops.exp(input) - target * input
     else:
@@ -1239,8 +1252,9 @@ def _pool_geometry(ins, k, s, p, d, ceil_mode, op):
     outs = []
     for L, ki, si, pi, di in zip(ins, k, s, p, d):
         if pi > ki // 2:
-            raise ValueError(f"{op}: pad should be at most half of effective kernel size, but got pad={pi}, "
-                             f"kernel_size={ki}")
+            from varlens.ops.conv import _PadError
+            raise _PadError(f"{op}: pad should be at most half of effective kernel size, but got pad={pi}, "
+                            f"kernel_size={ki}")
         span = L + 2 * pi - di * (ki - 1) - 1
         o = (-(-span // si) if ceil_mode else span // si) + 1
         if ceil_mode and (o - 1) * si >= L + pi:
@@ -1315,7 +1329,9 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     nd = 3
     _check_nd(input, nd, op)
     if input.dtype.kind != "f":
-        raise RuntimeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+        from varlens.ops.conv import int_avg_pool
+        return int_avg_pool(input, op, lambda t: avg_pool3d(t, kernel_size, stride, padding, ceil_mode,
+                                                           count_include_pad, divisor_override))
     k, s, p, _ = _pool_args_nd(kernel_size, stride, padding, 1, nd, op)
     ins = _shape(input)[-nd:]
     outs, pads = _pool_geometry(ins, k, s, p, (1,) * nd, ceil_mode, op)
@@ -1650,6 +1666,8 @@ def _dropout(input, p=0.5, training=True, keep_prob=None, generator=None):
     F._check_p(p, "dropout")
     if not training or p == 0.0:
         return input
+    if input._data.dtype.kind != "f":
+        F._dropout_dtype(input, p, "dropout")
     from varlens.ops import nn_ops
     return nn_ops.MaskMul.apply(input, F._dropout_mask(_shape(input), p, input.dtype, generator))
 
@@ -1670,7 +1688,8 @@ def relu(input, inplace=False):
 
 
 def relu6(input, inplace=False):
-    return relu6_(input) if inplace else _ops.clamp(input, 0.0, 6.0)
+    lo, hi = (0, 6) if input.dtype.kind in "iu" else (0.0, 6.0)  # an integer input stays integer (torch)
+    return relu6_(input) if inplace else _ops.clamp(input, lo, hi)
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):

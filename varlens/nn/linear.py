@@ -7,6 +7,7 @@ from varlens import backend as B
 from varlens.backend import xp
 from varlens.nn import functional as F
 from varlens.nn import init
+from varlens.nn._errors import ArgRuntimeError
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
 from varlens.ops import nn_ops as _nn
@@ -44,8 +45,11 @@ class Linear(Module):
         super().__init__()
         _check_device(device)
         for name, v in (("in_features", in_features), ("out_features", out_features)):
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise ValueError(f"Linear: {name} must be a non-negative int, got {v!r}")
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise TypeError(f"Linear: {name} must be an int, got {v!r} ({type(v).__name__})")
+            if v < 0:
+                raise ArgRuntimeError(f"Trying to create tensor with negative dimension {v}: [{out_features}, "
+                                      f"{in_features}] (Linear: {name} must be >= 0, got {v})")
         self.in_features = in_features
         self.out_features = out_features
         self.weight = _empty(out_features, in_features, dtype=dtype)
@@ -63,17 +67,22 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input):
-        s = input._data.shape
-        if not s or s[-1] != self.in_features:
-            raise RuntimeError(
-                f"Linear(in_features={self.in_features}, out_features={self.out_features}): expected input "
-                f"of shape (*, {self.in_features}) but received shape {tuple(s)}")
         # direct table reads (see CrossEntropyLoss.forward); a weight re-set as a plain
         # attribute (weight-norm style) is still found through the ordinary lookup
         p = self._parameters
         w = p.get("weight")
-        return _nn.Linear.apply(input, w if w is not None else self.weight,
-                                p["bias"] if "bias" in p else self.bias)
+        if w is None:
+            w = self.weight
+        try:
+            s = input._data.shape
+        except AttributeError:
+            raise TypeError(f"linear(): argument 'input' (position 1) must be Tensor, not "
+                            f"{F._type_name(input)}") from None
+        ws = w._data.shape
+        if not s or len(ws) != 2 or s[-1] != ws[1]:  # checked against the weight: it may have been replaced
+            _nn.linear_shape_error(s, ws, f"Linear(in_features={self.in_features}, "
+                                          f"out_features={self.out_features})")
+        return _nn.Linear.apply(input, w, p["bias"] if "bias" in p else self.bias)
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
@@ -171,6 +180,11 @@ class Unflatten(Module):
 
     def forward(self, input):
         sizes = list(self.unflattened_size)
+        nd = input.ndim
+        if not -max(nd, 1) <= self.dim < max(nd, 1):
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-max(nd, 1)}, {max(nd, 1) - 1}], "
+                             f"but got {self.dim}) (Unflatten: dim={self.dim} for an input of shape "
+                             f"{tuple(input.shape)})")
         n = input.shape[self.dim]
         if -1 in sizes:
             known = 1

@@ -559,7 +559,12 @@ class Module:
         for k, t in own.items():
             if k not in state_dict:
                 continue
-            arr = _to_array(state_dict[k])
+            v = state_dict[k]
+            if not _tensor_like(v):
+                mismatched.append(f'While copying the parameter named "{k}", expected torch.Tensor or Tensor-like '
+                                  f"object from checkpoint but received {type(v)}")
+                continue
+            arr = _to_array(v)
             if tuple(arr.shape) != tuple(t.shape):
                 mismatched.append(f"size mismatch for {k}: copying a param with shape {tuple(arr.shape)} from "
                                   f"checkpoint, the shape in current model is {tuple(t.shape)}.")
@@ -698,6 +703,13 @@ def _check_name(mod, name, what):
         raise TypeError(f"{what} name should be a string, got {type(name).__name__}")
     if "." in name or name == "":
         raise KeyError(f"{what} name can't contain \".\" or be empty, got {name!r}")
+
+
+def _tensor_like(v):
+    """A checkpoint value load_state_dict accepts: a varlens or PyTorch tensor, or a NumPy array
+    or scalar (varlens' own npz checkpoints hold arrays).  Lists, numbers and None are refused,
+    as in PyTorch."""
+    return isinstance(v, (Tensor, B.xp.ndarray, B.xp.generic)) or (hasattr(v, "detach") and hasattr(v, "numpy"))
 
 
 def _to_array(v):

@@ -5,6 +5,7 @@ from varlens import backend as B
 from varlens.backend import xp
 from varlens.nn import functional as F
 from varlens.nn import init
+from varlens.nn._errors import ArgRuntimeError, ArgZeroDivisionError
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
 from varlens.tensor import Tensor
@@ -93,8 +94,13 @@ class _BatchNorm(_NormBase):
             raise ValueError(f"{type(self).__name__}: expected {want} input (got {input.ndim}D input of shape "
                              f"{tuple(input.shape)})")
         if input.shape[1] != self.num_features:
-            raise ValueError(f"{type(self).__name__}({self.num_features}): expected {self.num_features} channels in "
-                             f"dim 1, got input of shape {tuple(input.shape)}")
+            c = input.shape[1]
+            what = ("running_mean" if self.running_mean is not None else
+                    "weight" if self.weight is not None else "bias" if self.bias is not None else None)
+            if what is not None:  # with neither statistics nor affine parameters any C works (PyTorch)
+                raise ArgRuntimeError(f"{what} should contain {c} elements not {self.num_features} "
+                                      f"({type(self).__name__}({self.num_features}): expected {self.num_features} "
+                                      f"channels in dim 1, got input of shape {tuple(input.shape)})")
 
     def forward(self, input):
         self._check_input_dim(input)
@@ -179,8 +185,11 @@ class GroupNorm(Module):
 
     def __init__(self, num_groups, num_channels, eps=1e-05, affine=True, device=None, dtype=None, *, bias=True):
         super().__init__()
+        if num_groups == 0:
+            raise ArgZeroDivisionError("GroupNorm: num_groups must be positive, got 0")
         if num_channels % num_groups:
-            raise ValueError(f"GroupNorm: num_channels={num_channels} must be divisible by num_groups={num_groups}")
+            raise ValueError(f"num_channels must be divisible by num_groups (GroupNorm: num_channels="
+                             f"{num_channels} is not a multiple of num_groups={num_groups})")
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
         self._has_bias = bool(bias)
         _affine_params(self, num_channels, _dt(dtype), affine, bias)
@@ -188,7 +197,9 @@ class GroupNorm(Module):
     reset_parameters = _reset_affine
 
     def forward(self, input):
-        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+        F._check_group_norm(input, self.num_groups, self.weight, self.bias,
+                            f"GroupNorm({self.num_groups}, {self.num_channels})")
+        return F._group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, bias={self._has_bias}"

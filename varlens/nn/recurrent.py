@@ -25,6 +25,7 @@ import math
 from varlens import ops as _ops
 from varlens.backend import get_default_dtype, to_dtype
 from varlens.nn import functional as F
+from varlens.nn._errors import ArgTypeError
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
 from varlens.nn.utils.rnn import PackedSequence
@@ -41,8 +42,10 @@ def _uniform_param(shape, bound, dtype, generator=None):
 
 
 def _check_positive_int(v, what, owner):
-    if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-        raise ValueError(f"{owner}: {what} must be a positive int, got {v!r}")
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise ArgTypeError(f"{owner}: {what} must be a positive int, got {v!r} ({type(v).__name__})")
+    if v <= 0:
+        raise ValueError(f"{owner}: {what} must be a positive int (greater than zero), got {v!r}")
 
 
 class RNNBase(Module):
@@ -170,8 +173,8 @@ class RNNBase(Module):
             raise RuntimeError(f"{cls}: input.size(-1) must be equal to input_size. Expected "
                                f"{self.input_size}, got {x.shape[-1]}")
         if x.dtype != self.weight_ih_l0.dtype:
-            raise TypeError(f"{cls}: input dtype {x.dtype} does not match the parameters' dtype "
-                            f"{self.weight_ih_l0.dtype}; convert one of them (.float() / .double())")
+            raise ArgTypeError(f"{cls}: input dtype {x.dtype} does not match the parameters' dtype "
+                               f"{self.weight_ih_l0.dtype}; convert one of them (.float() / .double())")
         B = x.shape[1]
         is_lstm = self.mode == "LSTM"
         h0 = c0 = None

@@ -976,6 +976,10 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     return out
 
 
+class _PadError(ValueError, RuntimeError):
+    """Pooling padding larger than half the kernel: a ValueError, and PyTorch's RuntimeError."""
+
+
 def _pool_args(kernel_size, stride, padding, op, dilation=1):
     k = _tuple(kernel_size, 2, "kernel_size", op, minimum=1)
     s = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else \
@@ -984,8 +988,8 @@ def _pool_args(kernel_size, stride, padding, op, dilation=1):
     d = _tuple(dilation, 2, "dilation", op, minimum=1)
     for pi, ki in zip(p, k):
         if pi > ki // 2:
-            raise ValueError(f"{op}: padding should be at most half of kernel_size, got padding={p} "
-                             f"and kernel_size={k}")
+            raise _PadError(f"pad should be at most half of effective kernel size ({op}: padding should be at "
+                            f"most half of kernel_size, got padding={p} and kernel_size={k})")
     return k, s, p, d
 
 
@@ -1023,7 +1027,8 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     op = "avg_pool2d"
     _check_input(input, 3, op)
     if input.dtype.kind != "f":
-        raise RuntimeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+        return int_avg_pool(input, op, lambda t: avg_pool2d(t, kernel_size, stride, padding, ceil_mode,
+                                                           count_include_pad, divisor_override))
     x, unb = _batched(input, 3)
     k, s, p, _ = _pool_args(kernel_size, stride, padding, op)
     if divisor_override is not None and (isinstance(divisor_override, bool) or int(divisor_override) < 1):
@@ -1034,6 +1039,20 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
         from varlens import ops
         out = ops.squeeze(out, 0)
     return out
+
+
+def int_avg_pool(input, op, pool):
+    """Average pooling of an integer tensor, as PyTorch: int64 works (the window sum divided by the
+    divisor, rounded toward zero), other integer and bool dtypes raise NotImplementedError.
+    ``pool`` pools a float64 tensor (exact for sums below 2**53)."""
+    from varlens.ops.elementwise import torch_dtype_name
+    from varlens.tensor import Tensor
+    dt = input.dtype
+    if dt != xp.int64:
+        raise NotImplementedError(f'"{op}" not implemented for \'{torch_dtype_name(dt)}\' ({op}: average '
+                                  f"pooling takes a floating-point or int64 input, got dtype {dt})")
+    out = pool(Tensor._make(input._data.astype(xp.float64)))
+    return Tensor._make(xp.trunc(out._data).astype(xp.int64))
 
 
 def _adaptive_matrix(L, Lo, dtype):
@@ -1056,6 +1075,10 @@ def adaptive_avg_pool2d(input, output_size):
     from varlens.tensor import Tensor
     op = "adaptive_avg_pool2d"
     _check_input(input, 3, op)
+    if input.dtype.kind != "f":
+        from varlens.ops.elementwise import torch_dtype_name
+        raise NotImplementedError(f'"{op}" not implemented for \'{torch_dtype_name(input.dtype)}\' ({op}: '
+                                  f"expected a floating-point input, got dtype {input.dtype})")
     x, unb = _batched(input, 3)
     H, W = x.shape[2], x.shape[3]
     if isinstance(output_size, int) or output_size is None:
@@ -1064,11 +1087,12 @@ def adaptive_avg_pool2d(input, output_size):
         raise ValueError(f"{op}: output_size must be an int or a pair, got {output_size!r}")
     Ho = H if output_size[0] is None else int(output_size[0])
     Wo = W if output_size[1] is None else int(output_size[1])
-    if Ho < 1 or Wo < 1:
-        raise ValueError(f"{op}: output_size must be positive, got {output_size!r}")
+    if Ho < 0 or Wo < 0:
+        raise RuntimeError(f"{op}: elements of output_size must be greater than or equal to 0 but received "
+                           f"{output_size!r}")
     if (Ho, Wo) == (1, 1):
         out = ops.mean(x, (2, 3), keepdim=True)
-    elif H % Ho == 0 and W % Wo == 0:
+    elif Ho and Wo and H % Ho == 0 and W % Wo == 0:
         out = avg_pool2d(x, (H // Ho, W // Wo))
     else:
         Ah = Tensor._make(_adaptive_matrix(H, Ho, x.dtype))

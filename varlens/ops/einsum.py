@@ -26,7 +26,7 @@ _LETTERS = string.ascii_letters
 def _check_letters(s, eq):
     for c in s:
         if c not in _LETTERS:
-            raise ValueError(f"einsum: invalid subscript {c!r} in equation {eq!r}; subscripts must be "
+            raise RuntimeError(f"einsum: invalid subscript {c!r} in equation {eq!r}; subscripts must be "
                              "letters a-z or A-Z (and '...')")
 
 
@@ -42,24 +42,24 @@ def _normalise(eq, shapes):
         lhs, rhs, explicit = eq, "", False
     ins = lhs.split(",")
     if len(ins) != len(shapes):
-        raise ValueError(f"einsum: equation {eq0!r} names {len(ins)} operands but {len(shapes)} were given")
+        raise RuntimeError(f"einsum: equation {eq0!r} names {len(ins)} operands but {len(shapes)} were given")
     used = set(c for c in eq if c in _LETTERS)
     ell_nd = 0
     for s, shp in zip(ins, shapes):
         if "." in s:
             if s.count("...") != 1 or s.replace("...", "").count("."):
-                raise ValueError(f"einsum: operand subscripts {s!r} must contain '...' at most once")
+                raise RuntimeError(f"einsum: operand subscripts {s!r} must contain '...' at most once")
             n = len(shp) - (len(s) - 3)
             if n < 0:
-                raise ValueError(f"einsum: operand subscripts {s!r} need at least {len(s) - 3} dims, "
+                raise RuntimeError(f"einsum: operand subscripts {s!r} need at least {len(s) - 3} dims, "
                                  f"got a tensor of shape {tuple(shp)}")
             ell_nd = max(ell_nd, n)
         elif len(s) != len(shp):
-            raise ValueError(f"einsum: operand subscripts {s!r} name {len(s)} dims but the operand has "
+            raise RuntimeError(f"einsum: operand subscripts {s!r} name {len(s)} dims but the operand has "
                              f"shape {tuple(shp)} ({len(shp)} dims)")
     fresh = [c for c in _LETTERS if c not in used][:ell_nd]
     if len(fresh) < ell_nd:
-        raise ValueError(f"einsum: equation {eq0!r} uses too many letters to spell out '...'")
+        raise RuntimeError(f"einsum: equation {eq0!r} uses too many letters to spell out '...'")
     ell_shape = None
     new_ins = []
     if any("." in s for s in ins):
@@ -89,17 +89,17 @@ def _normalise(eq, shapes):
     if explicit:
         if "." in rhs:
             if rhs.count("...") != 1:
-                raise ValueError(f"einsum: output subscripts {rhs!r} must contain '...' at most once")
+                raise RuntimeError(f"einsum: output subscripts {rhs!r} must contain '...' at most once")
             rhs = rhs.replace("...", "".join(fresh))
         elif ell_nd and any("." in s for s in ins):
             pass  # '...' dims not named in the output are summed over
         _check_letters(rhs, eq0)
         if len(set(rhs)) != len(rhs):
-            raise ValueError(f"einsum: output subscript repeated in {rhs!r}")
+            raise RuntimeError(f"einsum: output subscript repeated in {rhs!r}")
         letters = set("".join(new_ins))
         for c in rhs:
             if c not in letters:
-                raise ValueError(f"einsum: output subscript {c!r} does not appear in any operand of {eq0!r}")
+                raise RuntimeError(f"einsum: output subscript {c!r} does not appear in any operand of {eq0!r}")
     else:
         letters = "".join(ins).replace(".", "")
         rhs = "".join(fresh) + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
@@ -200,6 +200,14 @@ def einsum(equation, *operands):
     for k, o in enumerate(operands):
         if not isinstance(o, Tensor):
             raise TypeError(f"einsum: operand {k} must be a Tensor, got {type(o).__name__}")
+    if len(operands) > 1:
+        dt0 = operands[0]._data.dtype
+        for k, o in enumerate(operands):
+            if o._data.dtype != dt0:
+                from varlens.ops.elementwise import torch_dtype_name as _tn
+                raise RuntimeError(f"einsum: expected scalar type {_tn(dt0)} but found {_tn(o._data.dtype)} "
+                                   f"(operand 0 is {dt0}, operand {k} is {o._data.dtype}; torch does not "
+                                   f"promote in einsum: convert with .to(dtype))")
     ins, rhs, fresh, ell_shape = _normalise(equation, [tuple(o.shape) for o in operands])
     if ell_shape is not None:
         ops2 = []

@@ -56,6 +56,8 @@ def _promote(a, b, true_div=False):
             return a, b
         if type(b) not in _PY:
             b = _scalarize(b)
+            if b is None or isinstance(b, (str, bytes, dict, set)):
+                _bad_operand(a, b)
         if da.kind == "f":
             return a, b
         if (true_div or isinstance(b, float)) and da.kind in "biu":
@@ -65,6 +67,8 @@ def _promote(a, b, true_div=False):
         return a, b
     if type(a) not in _PY:
         a = _scalarize(a)
+        if a is None or isinstance(a, (str, bytes, dict, set)):
+            _bad_operand(b, a)
     if isinstance(b, T):
         db = b._data.dtype
         if db.kind != "f" and (true_div or isinstance(a, float)) and db.kind in "biu":
@@ -72,6 +76,18 @@ def _promote(a, b, true_div=False):
         if db.kind == "b" and a.__class__ is int:
             return a, cast(b, xp.int64)
     return a, b
+
+
+def not_tensor(v, op, arg="input"):
+    """torch's TypeError for a non-Tensor where a Tensor is required (called from an except branch)."""
+    t = type(v)
+    tn = t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+    raise TypeError(f"{op}(): argument '{arg}' (position 1) must be Tensor, not {tn}") from None
+
+
+def _bad_operand(t, v):
+    raise TypeError(f"unsupported operand type(s) for a Tensor operation: 'Tensor' and '{type(v).__name__}' "
+                    f"({v!r}); expected a Tensor or a number")
 
 
 def _scalarize(v):
@@ -866,7 +882,11 @@ def sigmoid(x):
 
 
 def relu(x):
-    if x._data.dtype.kind == "b":
+    try:
+        k = x._data.dtype.kind
+    except AttributeError:
+        not_tensor(x, "relu")
+    if k == "b":
         raise RuntimeError("Boolean inputs not supported for relu (got a bool tensor); convert it with "
                            ".float() first")
     return ReLU.apply(x)
@@ -903,6 +923,10 @@ def clamp(x, min=None, max=None):  # noqa: A002
         return x
     lo = min.item() if hasattr(min, "item") and not isinstance(min, (int, float)) else min
     hi = max.item() if hasattr(max, "item") and not isinstance(max, (int, float)) else max
+    if isinstance(lo, (str, bytes)) or isinstance(hi, (str, bytes)):
+        bad, name = (lo, "min") if isinstance(lo, (str, bytes)) else (hi, "max")
+        raise TypeError(f"clamp(): argument '{name}' must be a number or a Tensor, not {type(bad).__name__} "
+                        f"({bad!r})")
     if (lo.__class__ is float or hi.__class__ is float) and x._data.dtype.kind in "biu":
         x = cast(x, get_default_dtype())  # an integer tensor clamped to float bounds is float32
     return Clamp.apply(x, lo, hi)
@@ -924,7 +948,8 @@ def where(cond, a=None, b=None):
         return nonzero(cond, as_tuple=True)
     c = cond._data if isinstance(cond, Tensor) else xp.asarray(cond)
     if c.dtype != bool:
-        raise TypeError(f"where: condition must be a bool tensor, got dtype {c.dtype}")
+        raise RuntimeError(f"where: condition must be a bool tensor, got dtype {c.dtype} (torch: where expected "
+                           f"condition to be a boolean tensor); compare first, e.g. x > 0")
     a, b = _promote(_scalarize(a), _scalarize(b))
     out = Where.apply(c, a, b)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor) and out.dtype.kind == "f":

@@ -115,6 +115,9 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
 
 def count_nonzero(x, dim=None):
     a = x._data != 0
+    if dim is not None:
+        from varlens.ops.reduce import norm_dims
+        dim = norm_dims(dim, x.ndim, "count_nonzero") if x.ndim else None
     return Tensor._make(xp.asarray(xp.count_nonzero(a, axis=dim), dtype=B.int64))
 
 
@@ -179,7 +182,8 @@ def narrow(x, dim, start, length):
     s = int(start.item() if isinstance(start, Tensor) else start)
     s = s + L if s < 0 else s
     if not (0 <= s and s + length <= L and length >= 0):
-        raise IndexError(f"narrow: start {start} and length {length} exceed dimension {d} of size {L}")
+        raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size ({L}) of dim {d} "
+                           f"(expected 0 <= start and start + length <= {L})")
     key = (slice(None),) * d + (slice(s, s + length),)
     return x[key]
 

@@ -31,6 +31,11 @@ def _one(k, Tensor):
         if a.dtype.kind not in "iub" and a.size:
             raise IndexError(f"index: lists used as indices must hold integers or bools, got {a.dtype}")
         return a.astype(xp.int64) if a.dtype.kind != "b" else a
+    if k.__class__ is slice and k.step is not None and k.step <= 0:
+        if k.step == 0:
+            raise ValueError("slice step cannot be zero")
+        raise ValueError(f"step must be greater than zero (got a slice with step {k.step}; varlens, as torch, "
+                         f"has no negative strides: use .flip(dim) to reverse)")
     return k
 
 
@@ -216,8 +221,32 @@ def index_put(x, key, value):
     return IndexPut.apply(x, index_key(key), value)
 
 
+def _d(dim, x, op):
+    from varlens.ops.shape import _dim
+    return _dim(dim, max(x.ndim, 1), op) if x.ndim else 0
+
+
+def _same_dtype(x, src, op):
+    from varlens.tensor import Tensor
+    if isinstance(src, Tensor) and src._data.dtype != x._data.dtype:
+        raise RuntimeError(f"{op}(): Expected self.dtype to be equal to src.dtype (self is {x._data.dtype}, "
+                           f"src is {src._data.dtype})")
+
+
 def index_select(x, dim, index):
-    d = dim % x.ndim
+    from varlens.tensor import Tensor
+    d = _d(dim, x, "index_select")
+    idx = index._data if isinstance(index, Tensor) else xp.asarray(index)
+    if idx.dtype.kind not in "iu":
+        raise RuntimeError(f"index_select(): Expected dtype int32 or int64 for index, got {idx.dtype}")
+    if idx.ndim > 1:
+        raise IndexError(f"index_select(): Index is supposed to be a vector (got an index of shape "
+                         f"{tuple(idx.shape)})")
+    n = x.shape[d] if x.ndim else 1
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        bad = int(idx.max()) if idx.max() >= n else int(idx.min())
+        raise IndexError(f"index_select(): index out of range in self (index {bad} for dim {d} of size {n}; "
+                         f"expected indices in [{-n}, {n - 1}])")
     return getitem(x, (slice(None),) * d + (index,))
 
 
@@ -230,23 +259,25 @@ def _check_index(index, x, dim, op):
         raise RuntimeError(f"{op}: index has {idx.ndim} dimensions but the input has {x.ndim}")
     n = x.shape[dim]
     if idx.size and (idx.min() < -n or idx.max() >= n):
-        raise IndexError(f"{op}: index {int(idx.max()) if idx.max() >= n else int(idx.min())} is out of "
-                         f"bounds for dimension {dim} with size {n}")
+        raise RuntimeError(f"{op}: index {int(idx.max()) if idx.max() >= n else int(idx.min())} is out of "
+                           f"bounds for dimension {dim} with size {n} (expected indices in [{-n}, {n - 1}])")
     return idx
 
 
 def gather(x, dim, index):
-    d = dim % x.ndim
+    d = _d(dim, x, "gather")
     return Gather.apply(x, d, _check_index(index, x, d, "gather"))
 
 
 def scatter_add(x, dim, index, src):
-    d = dim % x.ndim
+    d = _d(dim, x, "scatter_add")
+    _same_dtype(x, src, "scatter_add")
     return ScatterAdd.apply(x, d, _check_index(index, x, d, "scatter_add"), src)
 
 
 def scatter(x, dim, index, src=None, *, value=None):
-    d = dim % x.ndim
+    d = _d(dim, x, "scatter")
+    _same_dtype(x, src, "scatter")
     if src is None:
         src = value
     return Scatter.apply(x, d, _check_index(index, x, d, "scatter"), src)
@@ -259,6 +290,9 @@ def masked_fill(x, mask, value):
         raise RuntimeError(f"masked_fill: mask must be a bool tensor, got dtype {m.dtype}")
     if isinstance(value, Tensor):
         value = value.item()
+    elif isinstance(value, (str, bytes)) or value is None:
+        raise TypeError(f"masked_fill(): argument 'value' must be a number or a 0-d Tensor, not "
+                        f"{type(value).__name__} ({value!r})")
     try:
         xp.broadcast_shapes(m.shape, x.shape)
     except ValueError:

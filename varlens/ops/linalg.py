@@ -50,29 +50,59 @@ class MatMul(Function):
         return ga, gb
 
 
+_C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
+            "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
+            "bool": "bool", "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
+
+
+def _dtype_mismatch(a, b, op):
+    """torch refuses matmul of mixed dtypes (no promotion): one comparison on the hot path."""
+    da, db = str(a._data.dtype), str(b._data.dtype)
+    raise RuntimeError(f"{op}: expected m1 and m2 to have the same dtype, but got: {_C_NAMES.get(da, da)} != "
+                       f"{_C_NAMES.get(db, db)} ({da} and {db}; convert one with .to(dtype))")
+
+
+def _check_pair(a, b, op):
+    try:
+        if a._data.dtype != b._data.dtype:
+            _dtype_mismatch(a, b, op)
+    except AttributeError:  # a NumPy array from internal code: no check (varlens.matmul checks Tensor args)
+        pass
+
+
 def matmul(a, b):
+    try:
+        if a._data.dtype != b._data.dtype:
+            _dtype_mismatch(a, b, "matmul")
+    except AttributeError:
+        pass
     return MatMul.apply(a, b)
 
 
 def mm(a, b):
     if a.ndim != 2 or b.ndim != 2:
         raise RuntimeError(f"mm: expected 2-D tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    _check_pair(a, b, "mm")
     return MatMul.apply(a, b)
 
 
 def bmm(a, b):
     if a.ndim != 3 or b.ndim != 3:
         raise RuntimeError(f"bmm: expected 3-D tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    _check_pair(a, b, "bmm")
     return MatMul.apply(a, b)
 
 
 def dot(a, b):
     if a.ndim != 1 or b.ndim != 1:
         raise RuntimeError(f"dot: expected 1-D tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    _check_pair(a, b, "dot")
     return MatMul.apply(a, b)
 
 
 def outer(a, b):
+    if a.ndim != 1 or b.ndim != 1:
+        raise RuntimeError(f"outer: Expected 1-D arguments, but got shapes {tuple(a.shape)} and {tuple(b.shape)}")
     from varlens.ops.shape import reshape
     return MatMul.apply(reshape(a, (-1, 1)), reshape(b, (1, -1)))
 

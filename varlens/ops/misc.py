@@ -18,17 +18,22 @@ def _check_2d(x, op):
 
 def tril(x, diagonal=0):
     """Lower triangle (the rest zeroed); gradient passes only through the kept entries."""
-    from varlens.ops.elementwise import mul
     _check_2d(x, "tril")
     m = xp.tril(xp.ones(x.shape[-2:], dtype=bool), k=diagonal)
-    return mul(x, _T()._make(m.astype(x.dtype)))
+    return _keep(x, m)
 
 
 def triu(x, diagonal=0):
-    from varlens.ops.elementwise import mul
     _check_2d(x, "triu")
     m = xp.triu(xp.ones(x.shape[-2:], dtype=bool), k=diagonal)
-    return mul(x, _T()._make(m.astype(x.dtype)))
+    return _keep(x, m)
+
+
+def _keep(x, m):
+    """x where the bool mask m is True, exact zeros elsewhere (a masked fill, not a product with
+    0/1, so an Inf or NaN outside the kept triangle does not turn into NaN)."""
+    from varlens.ops.index import masked_fill
+    return masked_fill(x, _T()._make(~m), 0)
 
 
 def _diag_indices(r, c, offset):
@@ -70,11 +75,15 @@ def roll(x, shifts, dims=None):
     if dims is None:
         return reshape(roll(flatten(x), shifts, 0), tuple(x.shape))
     if isinstance(shifts, (tuple, list)):
+        if not isinstance(dims, (tuple, list)) or len(dims) != len(shifts):
+            raise RuntimeError(f"roll: shifts and dimensions must align. shifts: {len(shifts)}, dims: "
+                               f"{len(dims) if isinstance(dims, (tuple, list)) else 1}")
         for s, d in zip(shifts, dims):
             x = roll(x, s, d)
         return x
     d = dims[0] if isinstance(dims, (tuple, list)) else dims
-    d %= x.ndim
+    from varlens.ops.shape import _dim
+    d = _dim(d, max(x.ndim, 1), "roll") if x.ndim else 0
     n = x.shape[d]
     s = shifts % n if n else 0
     if s == 0:

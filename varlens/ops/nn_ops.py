@@ -72,16 +72,31 @@ def _dtype_mismatch(x, w):
                        f".to({w.dtype}) or the layer with .to({x.dtype})")
 
 
+def linear_shape_error(s, ws, what="linear"):
+    """PyTorch's message for an input of shape ``s`` that a weight of shape ``ws`` cannot multiply,
+    followed by the shapes in varlens' words."""
+    s, ws = tuple(s), tuple(ws)
+    if not s:
+        raise RuntimeError(f"both arguments to linear need to be at least 1D, but they are 0D and {len(ws)}D "
+                           f"({what}: expected an input of shape (*, {ws[-1]}), got a 0-d tensor)")
+    rows = 1
+    for d in s[:-1]:
+        rows *= d
+    mat2 = f"{ws[1]}x{ws[0]}" if len(ws) == 2 else "x".join(map(str, ws))
+    raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{s[-1]} and {mat2}) ({what}: expected "
+                       f"input of shape (*, {ws[-1]}) for a weight of shape {ws} (out_features, in_features), "
+                       f"got input of shape {s})")
+
+
 def linear(x, weight, bias=None):
     if weight.ndim != 2 and weight.ndim != 1:
         raise RuntimeError(f"linear: weight must be 2-D (out_features, in_features), got shape "
                            f"{tuple(weight.shape)}")
+    if not hasattr(x, "_data"):
+        raise TypeError(f"linear(): argument 'input' (position 1) must be Tensor, not {type(x).__name__}")
     win = weight.shape[-1]
     if x.ndim == 0 or x.shape[-1] != win:
-        raise RuntimeError(
-            f"linear: input has shape {tuple(x.shape)} but the layer expects inputs of shape "
-            f"(*, {win}) (in_features={win}); the last dimension must be {win}, got "
-            f"{x.shape[-1] if x.ndim else 'a 0-d tensor'}")
+        linear_shape_error(x.shape, weight.shape)
     if weight.ndim == 1:
         out = _o().matmul(x, weight)
         return out + bias if bias is not None else out
@@ -377,6 +392,10 @@ class CrossEntropy(Function):
                 f"cross_entropy needs floating-point logits (input), got dtype {z.dtype}; "
                 "convert them with .float()")
         z2 = _to_rows(z)
+        if not z2.flags.c_contiguous:
+            # (transposed logits, CLIP-style): NumPy would keep their column-major layout in the
+            # softmax below, and the fast path's flat indices assume rows are contiguous
+            z2 = xp.ascontiguousarray(z2)
         M, C = z2.shape
         m = _max_reduce(z2, axis=1, keepdims=True)  # (the ufunc reductions skip ndarray.max's Python frame)
         e = z2 - m
@@ -390,9 +409,8 @@ class CrossEntropy(Function):
             # from one flat take, and the three sums are added as Python floats.
             flat = target.reshape(-1) + _row_offsets(M, C)
             self.p, self.flat, self.fast, self.zshape, self.reduction = e, flat, True, z.shape, reduction
-            zc = z2 if z2.flags.c_contiguous else xp.ascontiguousarray(z2)
             tot = (float(_add_reduce(xp.log(s, out=s), axis=None)) + float(_add_reduce(m, axis=None))
-                   - float(_add_reduce(zc.take(flat), axis=None)))
+                   - float(_add_reduce(z2.take(flat), axis=None)))
             return xp.asarray(tot / M if reduction == "mean" else tot, dtype=z.dtype)
         lse = xp.log(s) + m
         self.p, self.lse, self.zshape, self.reduction = e, lse, z.shape, reduction

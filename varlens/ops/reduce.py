@@ -23,12 +23,22 @@ def norm_dims(dim, ndim, op):
         dims = (dim,)
     out = []
     for d in dims:
-        d = int(d)
+        if not isinstance(d, int):
+            if isinstance(d, (str, bytes, float)) or d is None:
+                raise TypeError(f"{op}(): argument 'dim' must be an int or a tuple of ints, not "
+                                f"{type(d).__name__} ({d!r})")
+            d = int(d)
         if not -_b.max(ndim, 1) <= d < _b.max(ndim, 1):
             raise IndexError(f"{op}: dim {d} is out of range for a tensor with {ndim} dimensions "
                              f"(expected a value in [{-_b.max(ndim, 1)}, {_b.max(ndim, 1) - 1}])")
         out.append(d % _b.max(ndim, 1) if ndim else 0)
-    return tuple(sorted(set(out))) if ndim else ()
+    if not ndim:
+        return ()
+    st = set(out)
+    if len(st) != len(out):
+        raise RuntimeError(f"{op}: dim {next(d for d in out if out.count(d) > 1)} appears multiple times in "
+                           f"the list of dims {dims} (expected each dim at most once)")
+    return tuple(sorted(st))
 
 
 def _kept_shape(shape, axes):
@@ -393,6 +403,9 @@ def argmax(x, dim=None, keepdim=False):
     from varlens.tensor import Tensor
     a = x._data
     if dim is None:
+        if not a.size:
+            raise IndexError("argmax(): Expected reduction dim to be specified for input.numel() == 0 (got an "
+                             f"empty tensor of shape {tuple(a.shape)})")
         r = xp.argmax(a.reshape(-1))
         return Tensor._make(xp.asarray(r, dtype=xp.int64).reshape((1,) * a.ndim if keepdim else ()))
     d = norm_dims(dim, a.ndim, "argmax")[0] if a.ndim else 0
@@ -403,6 +416,9 @@ def argmin(x, dim=None, keepdim=False):
     from varlens.tensor import Tensor
     a = x._data
     if dim is None:
+        if not a.size:
+            raise IndexError("argmin(): Expected reduction dim to be specified for input.numel() == 0 (got an "
+                             f"empty tensor of shape {tuple(a.shape)})")
         r = xp.argmin(a.reshape(-1))
         return Tensor._make(xp.asarray(r, dtype=xp.int64).reshape((1,) * a.ndim if keepdim else ()))
     d = norm_dims(dim, a.ndim, "argmin")[0] if a.ndim else 0
@@ -425,7 +441,12 @@ def _one_dim(dim, ndim, op):
 def softmax(x, dim=None, dtype=None, **_):
     if dtype is not None:
         x = x.to(dtype)
-    if x._data.dtype.kind in "biu":
+    try:
+        k = x._data.dtype.kind
+    except AttributeError:
+        from varlens.ops.elementwise import not_tensor
+        not_tensor(x, "softmax")
+    if k in "biu":
         from varlens.ops.elementwise import _float_only
         _float_only(x, "softmax")
     if dim is None:
@@ -436,7 +457,12 @@ def softmax(x, dim=None, dtype=None, **_):
 def log_softmax(x, dim=None, dtype=None, **_):
     if dtype is not None:
         x = x.to(dtype)
-    if x._data.dtype.kind in "biu":
+    try:
+        k = x._data.dtype.kind
+    except AttributeError:
+        from varlens.ops.elementwise import not_tensor
+        not_tensor(x, "log_softmax")
+    if k in "biu":
         from varlens.ops.elementwise import _float_only
         _float_only(x, "log_softmax")
     if dim is None:
@@ -466,8 +492,18 @@ def norm(x, p=2, dim=None, keepdim=False):
     if x._data.dtype.kind in "biu":
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. "
                            f"Got {_tname(x.dtype)} (dtype {x.dtype}); convert it with .float() first")
-    if p in ("fro", 2, 2.0):
+    if isinstance(p, str) and p != "fro":
+        if p == "nuc":
+            from varlens import linalg as _la
+            return _la.matrix_norm(x, "nuc", dim=(-2, -1) if dim is None else dim, keepdim=keepdim)
+        raise RuntimeError(f"norm: Order {p!r} not supported; p must be a number (2, 1, inf, -inf, 0, ...), "
+                           f"'fro' or 'nuc'")
+    if p is None or p in ("fro", 2, 2.0):
         return Norm2.apply(x, norm_dims(dim, x.ndim, "norm"), keepdim)
+    if p == 0:
+        return sum((x != 0).to(x.dtype), dim, keepdim)
+    if p == float("-inf"):
+        return amin(E.abs(x), dim, keepdim)
     if p in (1, 1.0):
         return sum(E.abs(x), dim, keepdim)
     if p == float("inf"):
@@ -477,11 +513,11 @@ def norm(x, p=2, dim=None, keepdim=False):
 
 def all(x, dim=None, keepdim=False):  # noqa: A001
     from varlens.tensor import Tensor
-    r = xp.asarray(xp.all(x._data, axis=None if dim is None else dim, keepdims=keepdim))
+    r = xp.asarray(xp.all(x._data, axis=None if dim is None else norm_dims(dim, x.ndim, "all"), keepdims=keepdim))
     return Tensor._make(r.astype(xp.uint8) if x._data.dtype == xp.uint8 else r)  # uint8 stays uint8 (PyTorch)
 
 
 def any(x, dim=None, keepdim=False):  # noqa: A001
     from varlens.tensor import Tensor
-    r = xp.asarray(xp.any(x._data, axis=None if dim is None else dim, keepdims=keepdim))
+    r = xp.asarray(xp.any(x._data, axis=None if dim is None else norm_dims(dim, x.ndim, "any"), keepdims=keepdim))
     return Tensor._make(r.astype(xp.uint8) if x._data.dtype == xp.uint8 else r)

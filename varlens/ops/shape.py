@@ -5,6 +5,7 @@ from __future__ import annotations
 from varlens.autograd.function import Function
 from varlens.backend import xp
 from varlens.ops import dual as D
+from operator import index as _index
 
 
 class Reshape(Function):
@@ -105,10 +106,23 @@ def _view_of(out, x, kind=None, arg=None):
     return out
 
 
-def _shape_arg(shape):
+def _shape_arg(shape, op="reshape"):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
-    return tuple(int(s) for s in shape)
+    try:
+        return tuple(map(_index, shape))  # operator.index: ints (and integer tensors), not floats/str
+    except TypeError:
+        bad = next(s for s in shape if not _is_index(s))
+        raise TypeError(f"{op}(): argument 'shape' must be a tuple of ints, but found element of type "
+                        f"{type(bad).__name__} ({bad!r}) in {tuple(shape)!r}") from None
+
+
+def _is_index(s):
+    try:
+        _index(s)
+        return True
+    except TypeError:
+        return False
 
 
 def reshape(x, *shape):
@@ -123,7 +137,7 @@ def view(x, *shape):
     impossible, e.g. t().view(-1)); x.view(dtype) reinterprets the bits as another dtype."""
     if len(shape) == 1 and _is_dtype(shape[0]):
         return _view_dtype(x, shape[0])
-    shp = _shape_arg(shape)
+    shp = _shape_arg(shape, "view")
     if not x._data.flags.c_contiguous and x._data.size > 1:
         try:
             xp.reshape(x._data, shp, copy=False)
@@ -169,8 +183,15 @@ def view_as(x, other):
 
 
 def permute(x, *dims):
-    dims = _shape_arg(dims)
+    dims = _shape_arg(dims, "permute")
     nd = x.ndim
+    for d in dims:
+        _dim(d, max(nd, 1), "permute")
+    if len(dims) != nd:
+        raise RuntimeError(f"permute: number of dims don't match in permute (expected {nd} dims for a tensor "
+                           f"of shape {tuple(x.shape)}, got {len(dims)}: {dims})")
+    if len({d % nd for d in dims}) != nd:
+        raise RuntimeError(f"permute(): duplicate dims are not allowed (got {dims})")
     if len(dims) != nd or sorted(d % nd for d in dims) != list(range(nd)):
         raise RuntimeError(f"permute: dims {dims} are not a permutation of the {nd} dimensions of a "
                            f"tensor of shape {tuple(x.shape)}")
@@ -229,9 +250,14 @@ def unsqueeze(x, dim):
 
 def flatten(x, start_dim=0, end_dim=-1):
     if x.ndim == 0:
+        _dim(start_dim, 1, "flatten")
+        _dim(end_dim, 1, "flatten")
         return reshape(x, (1,))
     s = x.shape
-    a, b = start_dim % x.ndim, end_dim % x.ndim
+    a, b = _dim(start_dim, x.ndim, "flatten"), _dim(end_dim, x.ndim, "flatten")
+    if a > b:
+        raise RuntimeError(f"flatten() has invalid args: start_dim cannot come after end_dim (start_dim="
+                           f"{start_dim}, end_dim={end_dim} for a tensor with {x.ndim} dimensions)")
     n = 1
     for d in s[a:b + 1]:
         n *= d
@@ -239,7 +265,17 @@ def flatten(x, start_dim=0, end_dim=-1):
 
 
 def unflatten(x, dim, sizes):
-    dim %= x.ndim
+    dim = _dim(dim, x.ndim, "unflatten")
+    sizes = tuple(sizes)
+    n, known, infer = x.shape[dim], 1, 0
+    for v in sizes:
+        if v == -1:
+            infer += 1
+        else:
+            known *= v
+    if infer > 1 or (known != n if not infer else (known == 0 or n % known)):
+        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim {dim} "
+                           f"({n}) in the input tensor of shape {tuple(x.shape)}")
     s = x.shape
     return reshape(x, tuple(s[:dim]) + tuple(sizes) + tuple(s[dim + 1:]))
 
@@ -267,12 +303,23 @@ def broadcast_to(x, shape):
 
 def flip(x, dims):
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    return Flip.apply(x, dims)
+    n = max(x.ndim, 1)
+    ds = [_dim(d, n, "flip") for d in dims]
+    if len(set(ds)) != len(ds):
+        raise RuntimeError(f"flip: dims {tuple(dims)} has a dim that appears multiple times")
+    return Flip.apply(x, tuple(ds) if x.ndim else ())
 
 
 def _dim(dim, ndim, op):
+    """dim wrapped into [0, ndim), or torch's IndexError naming the op and the valid range."""
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        if hasattr(dim, "__index__") and not isinstance(dim, bool):
+            dim = _index(dim)
+        else:
+            raise TypeError(f"{op}(): argument 'dim' must be int, not {type(dim).__name__} ({dim!r})")
     if not -ndim <= dim < ndim:
-        raise IndexError(f"{op}: dim {dim} out of range for tensors with {ndim} dimensions")
+        raise IndexError(f"{op}: Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], "
+                         f"but got {dim})")
     return dim % ndim
 
 
@@ -341,8 +388,12 @@ def split(x, split_size_or_sections, dim=0):
     n = x.shape[d]
     if isinstance(split_size_or_sections, int):
         s = split_size_or_sections
-        if s <= 0:
-            raise ValueError(f"split: split_size must be positive, got {s}")
+        if s < 0 or s == 0 and n:
+            raise RuntimeError(f"split: split_size can only be 0 if dimension size is 0, but got dimension size "
+                               f"of {n} (split_size={s}; expected a positive int)" if s == 0 else
+                               f"split: split_size must be non-negative, but got split_size={s}")
+        if s == 0:
+            return (x,)
         sizes = [s] * (n // s) + ([n % s] if n % s else [])
     else:
         sizes = list(split_size_or_sections)
@@ -356,6 +407,10 @@ def split(x, split_size_or_sections, dim=0):
 
 
 def chunk(x, chunks, dim=0):
+    if not isinstance(chunks, int) or isinstance(chunks, bool):
+        raise TypeError(f"chunk(): argument 'chunks' must be int, not {type(chunks).__name__}")
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     d = _dim(dim, x.ndim, "chunk")
     n = x.shape[d]
     size = -(-n // chunks)
@@ -370,6 +425,8 @@ def unbind(x, dim=0):
 
 def movedim(x, source, destination):
     nd = x.ndim
+    if isinstance(source, int) and isinstance(destination, int) and nd:
+        source, destination = _dim(source, nd, "movedim"), _dim(destination, nd, "movedim")
     order = [i for i in range(nd) if i != source % nd]
     order.insert(destination % nd, source % nd)
     return permute(x, order)
@@ -377,8 +434,15 @@ def movedim(x, source, destination):
 
 def repeat(x, *sizes):
     """Tile x (torch.Tensor.repeat): built from expand + reshape, so the gradient sums the copies."""
-    sizes = _shape_arg(sizes)
+    sizes = _shape_arg(sizes, "repeat")
     nd = len(sizes)
+    if any(r < 0 for r in sizes):
+        raise RuntimeError(f"repeat: Trying to create tensor with negative dimension (repeat sizes {sizes}; "
+                           f"expected non-negative ints)")
+    if nd < x.ndim:
+        raise RuntimeError(f"repeat: Number of dimensions of repeat dims can not be smaller than number of "
+                           f"dimensions of tensor (got {nd} repeat sizes {sizes} for a tensor of shape "
+                           f"{tuple(x.shape)})")
     xs = reshape(x, (1,) * (nd - x.ndim) + tuple(x.shape))
     inter, final = [], []
     for r, s in zip(sizes, xs.shape):

@@ -908,7 +908,8 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noq
                            f"{tuple(src.shape)}")
     n = x.shape[d]
     if idx.size and (idx.min() < -n or idx.max() >= n):
-        raise IndexError(f"scatter_reduce: index out of bounds for dimension {d} with size {n}")
+        raise RuntimeError(f"scatter_reduce: index out of bounds for dimension {d} with size {n} "
+                           f"(expected indices in [{-n}, {n - 1}])")
     idx = idx % max(n, 1)
     if src.dtype != x.dtype:
         src = o.cast(src, x.dtype)

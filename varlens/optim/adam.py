@@ -39,8 +39,9 @@ class Adam(Optimizer):
         defaults = dict(lr=lr, betas=tuple(betas) if isinstance(betas, list) else betas, eps=eps,
                         weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
                         foreach=foreach, capturable=capturable, differentiable=differentiable,
-                        fused=fused, decoupled_weight_decay=decoupled_weight_decay,
-                        eps_inside_sqrt=eps_inside_sqrt)
+                        fused=fused, decoupled_weight_decay=decoupled_weight_decay)
+        if eps_inside_sqrt:   # the notes' variant is stored only when used: the defaults, param_groups
+            defaults["eps_inside_sqrt"] = True   # and state_dict keys stay exactly PyTorch's
         super().__init__(params, defaults)
 
     def _validate_group(self, group):
@@ -53,7 +54,7 @@ class Adam(Optimizer):
         for group in self.param_groups:
             lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
             wd, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
-            decoupled, inside = group["decoupled_weight_decay"], group["eps_inside_sqrt"]
+            decoupled, inside = group["decoupled_weight_decay"], group.get("eps_inside_sqrt", False)
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -77,7 +78,8 @@ class Adam(Optimizer):
                 m = _lerp_(st["exp_avg"]._data, g, 1 - beta1)
                 v = st["exp_avg_sq"]._data
                 v *= beta2
-                tmp = xp.multiply(g, 1 - beta2)  # one scratch array serves every step below
+                tmp = xp.multiply(g, 1 - beta2, out=xp.empty_like(w))  # one scratch array for every step
+                # below (out= keeps it an array for a 0-d parameter, where NumPy would return a scalar)
                 tmp *= g                         # addcmul's rounding: (value t1) t2
                 v += tmp
                 bc1 = 1 - beta1 ** t

@@ -226,6 +226,8 @@ class StepLR(LRScheduler):
     """Multiply the lr by ``gamma`` every ``step_size`` epochs."""
 
     def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
+        if isinstance(step_size, float) and step_size.is_integer():
+            step_size = int(step_size)       # torch accepts StepLR(opt, 1.0, ...) (its tutorials pass one)
         _check_int("StepLR", "step_size", step_size, 1)
         _check_num("StepLR", "gamma", gamma, 0.0)
         self.step_size, self.gamma = step_size, gamma

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import functools
 import numbers
+import warnings
 from collections import defaultdict
 from collections.abc import Callable
 from itertools import chain
@@ -74,6 +75,13 @@ def _no_differentiable(owner, differentiable):
     if differentiable:
         raise ValueError(f"{owner}: differentiable=True is not supported in varlens (updates run "
                          "on raw arrays outside the graph)")
+
+
+class _MissingParamsError(ValueError, KeyError):
+    """A parameter group without 'params': a ValueError, and the KeyError PyTorch raises."""
+
+    def __str__(self):  # the message itself, not KeyError's quoted repr
+        return str(self.args[0]) if self.args else ""
 
 
 class Optimizer:
@@ -148,8 +156,8 @@ class Optimizer:
             raise TypeError(f"{name}.add_param_group: param_group must be a dict, "
                             f"got {type(param_group).__name__}")
         if "params" not in param_group:
-            raise ValueError(f"{name}.add_param_group: the group has no 'params' key "
-                             f"(keys: {sorted(param_group)})")
+            raise _MissingParamsError(f"'params' ({name}.add_param_group: the group has no 'params' key; "
+                                      f"keys: {sorted(param_group)})")
         params = param_group["params"]
         if isinstance(params, Tensor):
             params = [params]
@@ -186,7 +194,10 @@ class Optimizer:
         for g in self.param_groups:
             seen.update(id(p) for p in g["params"])
         if len({id(p) for p in params}) != len(params):
-            raise ValueError(f"{name}: a parameter appears more than once in the same group")
+            # PyTorch warns and keeps both entries (each is stepped); some scripts rely on it
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in future, this will "
+                          f"cause an error ({name}: a parameter appears more than once in the same group)",
+                          UserWarning, stacklevel=3)
         if any(id(p) in seen for p in params):
             raise ValueError(f"{name}: some parameters appear in more than one parameter group")
         self._validate_group(group)

@@ -35,8 +35,12 @@ class RMSprop(Optimizer):
         _no_differentiable("RMSprop", differentiable)
         defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
                         weight_decay=weight_decay, capturable=capturable, foreach=foreach,
-                        maximize=maximize, differentiable=differentiable,
-                        bias_correction=bias_correction, eps_inside_sqrt=eps_inside_sqrt)
+                        maximize=maximize, differentiable=differentiable)
+        # the notes' variants are stored only when used: the keys stay exactly PyTorch's
+        if bias_correction:
+            defaults["bias_correction"] = True
+        if eps_inside_sqrt:
+            defaults["eps_inside_sqrt"] = True
         super().__init__(params, defaults)
 
     def _validate_group(self, group):
@@ -52,8 +56,8 @@ class RMSprop(Optimizer):
         for group in self.param_groups:
             lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
             wd, mu, centered = group["weight_decay"], group["momentum"], group["centered"]
-            maximize, bc = group["maximize"], group["bias_correction"]
-            inside = group["eps_inside_sqrt"]
+            maximize, bc = group["maximize"], group.get("bias_correction", False)
+            inside = group.get("eps_inside_sqrt", False)
             root = (lambda a: xp.sqrt(a + eps)) if inside else xp.sqrt
             for p in group["params"]:
                 if p.grad is None:

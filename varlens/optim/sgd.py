@@ -43,7 +43,9 @@ class SGD(Optimizer):
         _no_differentiable("SGD", differentiable)
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                         nesterov=nesterov, maximize=maximize, foreach=foreach,
-                        differentiable=differentiable, fused=fused, momentum_style=momentum_style)
+                        differentiable=differentiable, fused=fused)
+        if momentum_style != "heavy_ball":   # stored only when used: defaults, param_groups and
+            defaults["momentum_style"] = momentum_style   # state_dict keys stay exactly PyTorch's
         super().__init__(params, defaults)
 
     def _validate_group(self, group):
@@ -51,7 +53,7 @@ class SGD(Optimizer):
         _check_range("SGD", "momentum", group["momentum"], 0.0, 1.0, hi_open=True)
         _check_range("SGD", "weight_decay", group["weight_decay"], 0.0)
         _check_range("SGD", "dampening", group["dampening"], 0.0, 1.0)
-        style = group["momentum_style"]
+        style = group.get("momentum_style", "heavy_ball")
         if style not in _STYLES:
             raise ValueError(f"SGD: momentum_style must be one of {_STYLES}, got {style!r}")
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
@@ -72,7 +74,7 @@ class SGD(Optimizer):
             wd = group["weight_decay"]
             nesterov = group["nesterov"]
             maximize = group["maximize"]
-            ema = group["momentum_style"] == "ema"
+            ema = group.get("momentum_style") == "ema"
             if mu != 0 and not (wd or nesterov or maximize or ema or damp):
                 self._heavy_ball(group["params"], lr, mu, state)
                 continue

@@ -1,0 +1,125 @@
+"""Things ordinary PyTorch scripts do that a second probe found broken: causal masks built with
+triu/tril of -inf, Adam on a 0-d parameter, StepLR with a float step, CUDA housekeeping calls,
+torch.utils.checkpoint, autograd.grad(only_inputs=...), version gates, memory formats."""
+import numpy as np
+import pytest
+import torch
+
+import varlens as vl
+
+
+@pytest.mark.parametrize("fn,diag", [("triu", 1), ("tril", 0), ("triu", -1), ("tril", 2)])
+def test_triu_tril_keep_inf_and_nan_outside_the_triangle_as_zeros(fn, diag):
+    a = np.full((3, 4), -np.inf)
+    a[0, 1] = np.nan
+    v = getattr(vl, fn)(vl.tensor(a), diagonal=diag).numpy()
+    t = getattr(torch, fn)(torch.tensor(a), diagonal=diag).numpy()
+    np.testing.assert_array_equal(v, t)
+    x = vl.tensor(np.arange(12.0).reshape(3, 4), requires_grad=True)
+    tx = torch.tensor(np.arange(12.0).reshape(3, 4), requires_grad=True)
+    getattr(vl, fn)(x, diagonal=diag).pow(2).sum().backward()
+    getattr(torch, fn)(tx, diagonal=diag).pow(2).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+
+
+@pytest.mark.parametrize("cls,kw", [("Adam", {}), ("AdamW", {}), ("Adam", {"amsgrad": True, "weight_decay": 0.1}),
+                                    ("AdamW", {"maximize": True})])
+def test_adam_on_a_zero_dim_parameter_matches_torch(cls, kw):
+    p = vl.nn.Parameter(vl.tensor(0.5, dtype=vl.float64))
+    q = vl.nn.Parameter(vl.tensor([1.0, -2.0], dtype=vl.float64))
+    tp = torch.nn.Parameter(torch.tensor(0.5, dtype=torch.float64))
+    tq = torch.nn.Parameter(torch.tensor([1.0, -2.0], dtype=torch.float64))
+    o = getattr(vl.optim, cls)([p, q], lr=0.1, **kw)
+    to = getattr(torch.optim, cls)([tp, tq], lr=0.1, **kw)
+    for _ in range(5):
+        o.zero_grad()
+        to.zero_grad()
+        (p ** 2 * 3 + (q * p).sum()).backward()
+        (tp ** 2 * 3 + (tq * tp).sum()).backward()
+        o.step()
+        to.step()
+    assert p.shape == () and abs(p.item() - tp.item()) < 1e-12
+    np.testing.assert_allclose(q.detach().numpy(), tq.detach().numpy(), rtol=1e-12)
+
+
+def test_steplr_accepts_an_integer_valued_float_step_as_torch():
+    for lib in (vl, torch):
+        opt = lib.optim.SGD([lib.nn.Parameter(lib.zeros(1))], lr=1.0)
+        s = lib.optim.lr_scheduler.StepLR(opt, 1.0, gamma=0.5)
+        lrs = []
+        for _ in range(3):
+            opt.step()
+            s.step()
+            lrs.append(opt.param_groups[0]["lr"])
+        assert lrs == [0.5, 0.25, 0.125]
+    with pytest.raises(ValueError, match="step_size"):
+        vl.optim.lr_scheduler.StepLR(vl.optim.SGD([vl.nn.Parameter(vl.zeros(1))], lr=1.0), 0.5)
+
+
+def test_cuda_housekeeping_checkpoint_version_and_grad_options():
+    vl.cuda.empty_cache()
+    assert vl.cuda.memory_allocated() == 0 and not vl.cuda.is_available()
+    assert vl.version.cuda is None and isinstance(vl.__version__, str)
+    from varlens.autograd.function import once_differentiable
+    from varlens.utils.checkpoint import checkpoint, checkpoint_sequential
+    m = vl.nn.Sequential(vl.nn.Linear(3, 4), vl.nn.Tanh(), vl.nn.Linear(4, 1))
+    x = vl.randn(5, 3, requires_grad=True)
+    y1 = checkpoint(m, x, use_reentrant=False)
+    y2 = checkpoint_sequential(m, 2, x)
+    np.testing.assert_array_equal(y1.detach().numpy(), m(x).detach().numpy())
+    np.testing.assert_array_equal(y2.detach().numpy(), y1.detach().numpy())
+    g1, = vl.autograd.grad(y1.sum(), x, only_inputs=True, retain_graph=True)
+    g2, = vl.autograd.grad(m(x).sum(), x)
+    np.testing.assert_array_equal(g1.numpy(), g2.numpy())
+    assert once_differentiable(len) is len
+    assert repr(vl.channels_last) == "varlens.channels_last"
+    assert vl.utils.checkpoint.checkpoint is checkpoint
+
+
+@pytest.mark.parametrize("name,kw", [("SGD", {"lr": 0.1, "momentum": 0.9}), ("Adam", {}), ("AdamW", {}),
+                                     ("RMSprop", {}), ("Adagrad", {}), ("Adadelta", {})])
+def test_optimizer_defaults_keys_and_repr_are_torchs(name, kw):
+    v = getattr(vl.optim, name)([vl.nn.Parameter(vl.zeros(2))], **kw)
+    t = getattr(torch.optim, name)([torch.nn.Parameter(torch.zeros(2))], **kw)
+    assert repr(v) == repr(t)
+    assert list(v.state_dict()["param_groups"][0]) == list(t.state_dict()["param_groups"][0])
+
+
+def test_the_notes_optimizer_variants_are_stored_only_when_used():
+    p = [vl.nn.Parameter(vl.zeros(2))]
+    assert vl.optim.SGD(p, lr=0.1, momentum=0.9, momentum_style="ema").param_groups[0]["momentum_style"] == "ema"
+    assert vl.optim.Adam(p, eps_inside_sqrt=True).param_groups[0]["eps_inside_sqrt"] is True
+    assert "eps_inside_sqrt" not in vl.optim.Adam(p).param_groups[0]
+    r = vl.optim.RMSprop(p, bias_correction=True).param_groups[0]
+    assert r["bias_correction"] is True and "eps_inside_sqrt" not in r
+
+
+def test_retains_grad_and_memory_format_keywords():
+    for T in (vl, torch):
+        x = T.ones(2, requires_grad=True)
+        y = x * 2
+        assert not x.retains_grad and not y.retains_grad
+        y.retain_grad()
+        y.retain_grad()                 # a second call changes nothing
+        (y * 3).sum().backward()
+        assert y.retains_grad and y.grad.tolist() == [3.0, 3.0]
+        z = T.randn(2, 3)
+        for make in (lambda: T.zeros_like(z, memory_format=T.preserve_format),
+                     lambda: T.empty_like(z, memory_format=T.preserve_format),
+                     lambda: T.full_like(z, 2.0, memory_format=T.preserve_format),
+                     lambda: z.clone(memory_format=T.contiguous_format),
+                     lambda: z.contiguous(memory_format=T.contiguous_format)):
+            assert tuple(make().shape) == (2, 3)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_on_transposed_logits_matches_torch(reduction):
+    a = np.array([[1.0, 2, 0], [0, 1, 3], [2, 0, 1]])
+    x, tx = vl.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    y, ty = vl.tensor([0, 1, 2]), torch.tensor([0, 1, 2])
+    lv = vl.nn.functional.cross_entropy(x.t(), y, reduction=reduction)
+    lt = torch.nn.functional.cross_entropy(tx.t(), ty, reduction=reduction)
+    lv.sum().backward()
+    lt.sum().backward()
+    np.testing.assert_allclose(lv.detach().numpy(), lt.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12, atol=1e-15)

@@ -123,3 +123,16 @@ def test_cross_entropy_on_transposed_logits_matches_torch(reduction):
     lt.sum().backward()
     np.testing.assert_allclose(lv.detach().numpy(), lt.detach().numpy(), rtol=1e-12)
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12, atol=1e-15)
+
+
+def test_unique_along_a_dim_and_numpy_scalar_dtypes_match_torch():
+    a = np.array([[1, 2], [3, 4], [1, 2], [0, 5]])
+    for d in (0, 1, -1):
+        v = vl.unique(vl.tensor(a), dim=d, return_inverse=True, return_counts=True)
+        t = torch.unique(torch.tensor(a), dim=d, return_inverse=True, return_counts=True)
+        for x, y in zip(v, t):
+            np.testing.assert_array_equal(x.numpy(), y.numpy())
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        vl.unique(vl.tensor(a), dim=2)
+    for s in (np.int32(3), np.int16(2), np.float64(1.5), np.float32(2.5), np.uint8(7)):
+        assert str(vl.tensor(s).dtype) == str(torch.tensor(s).dtype).replace("torch.", "")

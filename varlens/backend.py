@@ -74,8 +74,8 @@ def as_array(data, dtype=None):
     arr = np.asarray(data)
     if arr.dtype == np.float64 and not isinstance(data, np.generic):
         arr = arr.astype(_default_float[0])
-    elif arr.dtype.kind == "i" and arr.dtype != np.int64:
-        arr = arr.astype(np.int64)
+    elif arr.dtype.kind == "i" and arr.dtype != np.int64 and not isinstance(data, np.generic):
+        arr = arr.astype(np.int64)   # (a NumPy scalar keeps its dtype, as in torch.tensor(np.int32(3)))
     elif arr.dtype.kind == "f" and isinstance(data, np.generic):
         pass
     elif arr.dtype.kind not in "fiub":

@@ -132,13 +132,19 @@ def nonzero(x, as_tuple=False):
 
 
 def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
-    if dim is not None:
-        raise NotImplementedError("unique: dim is not supported")
     T = _T()
-    vals, inv, counts = xp.unique(x._data, return_inverse=True, return_counts=True)
+    if dim is None:
+        vals, inv, counts = xp.unique(x._data, return_inverse=True, return_counts=True)
+        inv = inv.reshape(x.shape)
+    else:   # unique slices along dim (sorted lexicographically, as torch)
+        if not -x.ndim <= dim < max(x.ndim, 1):
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-x.ndim}, {x.ndim - 1}], "
+                             f"but got {dim})")
+        vals, inv, counts = xp.unique(x._data, return_inverse=True, return_counts=True, axis=dim)
+        inv = inv.reshape(-1)
     out = [T._make(vals)]
     if return_inverse:
-        out.append(T._make(inv.reshape(x.shape).astype(xp.int64)))
+        out.append(T._make(inv.astype(xp.int64)))
     if return_counts:
         out.append(T._make(counts.astype(xp.int64)))
     return out[0] if len(out) == 1 else tuple(out)

@@ -124,17 +124,6 @@ def test_bad_definitions_and_results_are_refused():
     with pytest.raises(RuntimeError, match="returned 2 gradients but forward took 1"):
         TooMany.apply(x).sum().backward()
 
-    class Two(Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x, x
-
-        @staticmethod
-        def backward(ctx, g1, g2):
-            return g1
-
-    with pytest.raises(NotImplementedError, match="one output"):
-        Two.apply(x)
 
 
 def test_second_backward_without_retain_graph_is_refused():
@@ -143,3 +132,60 @@ def test_second_backward_without_retain_graph_is_refused():
     y.backward()
     with pytest.raises(RuntimeError, match="second time"):
         y.backward()
+
+
+def _multi_output_run(T):
+    """A two-output Function and a sort with a non-differentiable index output, as torch users
+    write them; gradients, second derivatives and no_grad behaviour."""
+    class Two(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            ctx.save_for_backward(x, y)
+            return x * y, x + 2 * y
+
+        @staticmethod
+        def backward(ctx, ga, gb):
+            x, y = ctx.saved_tensors
+            return ga * y + gb, ga * x + 2 * gb
+
+    class SortF(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            s, idx = x.sort()
+            ctx.mark_non_differentiable(idx)
+            ctx.save_for_backward(idx)
+            return s, idx
+
+        @staticmethod
+        def backward(ctx, gs, gi):
+            idx, = ctx.saved_tensors
+            g = T.zeros_like(gs)
+            g[idx] = gs
+            return g
+
+    out = []
+    x = T.tensor([3., 1., 2.], requires_grad=True, dtype=T.float64)
+    y = T.tensor([0.5, -1., 2.], requires_grad=True, dtype=T.float64)
+    a, b = Two.apply(x, y)
+    (a.sum() * 2 + (b ** 2).sum()).backward()
+    out += [x.grad.tolist(), y.grad.tolist()]
+    x.grad = y.grad = None
+    a, b = Two.apply(x, y)
+    b.sum().backward()                                   # one output unused
+    out += [x.grad.tolist(), y.grad.tolist()]
+    a, b = Two.apply(x, y)
+    g, = T.autograd.grad((a * a).sum() + b.sum(), x, create_graph=True)
+    gg, = T.autograd.grad(g.sum(), y)
+    out += [g.tolist(), gg.tolist()]
+    x.grad = None
+    s, i = SortF.apply(x)
+    (s * T.tensor([1., 2., 3.], dtype=T.float64)).sum().backward()
+    out += [s.requires_grad, i.requires_grad, i.tolist(), x.grad.tolist()]
+    with T.no_grad():
+        a, b = Two.apply(x, y)
+    out += [a.requires_grad, b.tolist()]
+    return out
+
+
+def test_functions_with_several_outputs_match_torch():
+    assert _multi_output_run(vl) == _multi_output_run(torch)

@@ -28,6 +28,8 @@ indices) are built from several single-output ops.
 """
 from __future__ import annotations
 
+import math
+
 from varlens.autograd import grad_mode as _gm
 from varlens.backend import xp as _np
 
@@ -98,7 +100,9 @@ class Function:
             cls._backward_graph = Function._ctx_backward
 
     def mark_non_differentiable(self, *tensors):
-        """Accepted for PyTorch compatibility (outputs here are the op's only result)."""
+        """Outputs that get no gradient (PyTorch's ctx method): they come back not requiring grad,
+        and backward receives zeros for them."""
+        self.__dict__.setdefault("_nondiff", set()).update(id(t) for t in tensors)
 
     def mark_dirty(self, *tensors):
         """Accepted for PyTorch compatibility."""
@@ -126,9 +130,7 @@ class Function:
         finally:
             _enabled[0] = prev
         if isinstance(out, (tuple, list)):
-            raise NotImplementedError(
-                f"{cls.__name__}.forward returned {len(out)} outputs; varlens Functions have one output "
-                "(return one Tensor, or split the computation into one Function per output)")
+            return ctx._multi_outputs(list(out), need and prev)
         data = out._data if isinstance(out, T) else _asarray(out)
         if need and prev:
             ctx._oshape = data.shape
@@ -138,9 +140,43 @@ class Function:
             return T._make(data, ctx)
         return out if isinstance(out, T) else T._make(data)
 
+    def _multi_outputs(self, outs, record):
+        """Several outputs from a PyTorch-style forward.  varlens nodes have one output, so the
+        differentiable outputs (floating point, not marked non-differentiable) are packed, flat,
+        into this node's one output and handed back as reshaped slices of it (slicing is
+        differentiable); backward splits the packed gradient again (see _ctx_backward)."""
+        T = Tensor
+        datas = [o._data if isinstance(o, T) else _asarray(o) for o in outs]
+        nondiff = self.__dict__.get("_nondiff", ())
+        diff = [i for i, (o, d) in enumerate(zip(outs, datas))
+                if d.dtype.kind in "fc" and id(o) not in nondiff]
+        if not record or not diff:
+            return tuple(o if isinstance(o, T) else T._make(d) for o, d in zip(outs, datas))
+        dt = _np.result_type(*[datas[i].dtype for i in diff])
+        packed = _np.concatenate([datas[i].reshape(-1).astype(dt) for i in diff])
+        layout, off = [], 0
+        for i in range(len(outs)):
+            d = datas[i]
+            layout.append((i in diff, off, d.shape, d.dtype))
+            if i in diff:
+                off += d.size
+        self._multi = layout
+        self._oshape, self._odtype, self._src = packed.shape, packed.dtype, []
+        node_out = T._make(packed, self)
+        res = []
+        for (is_diff, o, shape, odt), d in zip(layout, datas):
+            if not is_diff:
+                res.append(T._make(d))
+                continue
+            piece = node_out[o:o + d.size].reshape(shape)
+            res.append(piece if odt == dt else piece.to(odt))
+        return tuple(res)
+
     def _ctx_backward(self, g):
         """Backward of a PyTorch-style subclass: the user's backward on Tensors, its results
-        turned back into what the engine passes on (arrays, or Tensors under create_graph)."""
+        turned back into what the engine passes on (arrays, or Tensors under create_graph).
+        With several outputs the packed gradient is split back into one per output (zeros for
+        the non-differentiable ones, as PyTorch materialises them)."""
         T = Tensor
         arrays = g.__class__ is _ndarray or not isinstance(g, T)
         saved = self.saved
@@ -149,8 +185,16 @@ class Function:
             for i in self._src:
                 conv[i] = T._make(saved[i]._data, self)  # the output, wired to this node
             self.saved = tuple(conv)
+        layout = self.__dict__.get("_multi")
+        if layout is None:
+            grads = (T._make(_asarray(g)) if arrays else g,)
+        else:
+            gt = T._make(_asarray(g)) if arrays else g
+            grads = tuple((gt[o:o + math.prod(shape)].reshape(shape) if is_diff
+                           else T._make(_np.zeros(shape, odt if odt.kind in "fc" else self._odtype)))
+                          for is_diff, o, shape, odt in layout)
         try:
-            res = type(self)._user_backward(self, T._make(_asarray(g)) if arrays else g)
+            res = type(self)._user_backward(self, *grads)
         finally:
             self.saved = saved
         if not isinstance(res, tuple):

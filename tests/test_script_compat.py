@@ -136,3 +136,20 @@ def test_unique_along_a_dim_and_numpy_scalar_dtypes_match_torch():
         vl.unique(vl.tensor(a), dim=2)
     for s in (np.int32(3), np.int16(2), np.float64(1.5), np.float32(2.5), np.uint8(7)):
         assert str(vl.tensor(s).dtype) == str(torch.tensor(s).dtype).replace("torch.", "")
+
+
+@pytest.mark.parametrize("name", ["gelu", "sigmoid", "silu", "tanh", "elu", "leaky_relu", "softplus", "mish",
+                                  "hardswish", "softsign", "normalize", "dropout", "relu6", "logsigmoid"])
+def test_functional_activations_refuse_arrays_and_lists_as_torch(name):
+    for bad in (np.ones(3), [1.0, 2.0]):
+        with pytest.raises(Exception) as tt:
+            getattr(torch.nn.functional, name)(bad)
+        with pytest.raises(type(tt.value)) as tv:       # torch's exception type (TypeError or AttributeError)
+            getattr(vl.nn.functional, name)(bad)
+        assert "argument 'input' (position 1) must be Tensor, not " in str(tv.value)
+        if isinstance(tt.value, TypeError):
+            assert str(tv.value) == str(tt.value)
+    x = np.linspace(-2, 2, 6).reshape(2, 3)
+    if name != "dropout":
+        np.testing.assert_allclose(getattr(vl.nn.functional, name)(vl.tensor(x)).numpy(),
+                                   getattr(torch.nn.functional, name)(torch.tensor(x)).numpy(), rtol=1e-6, atol=1e-7)

@@ -31,3 +31,8 @@ class ArgNotImplementedError(ValueError, NotImplementedError):
 
 class ArgZeroDivisionError(ValueError, ZeroDivisionError):
     """A zero divisor given as an argument (GroupNorm(num_groups=0))."""
+
+
+class NotTensorError(TypeError, AttributeError):
+    """A list or NumPy array where an nn.functional op needs a Tensor: PyTorch raises TypeError
+    from its C++ ops and AttributeError from those written in Python (input.sigmoid()...)."""

@@ -882,3 +882,32 @@ from varlens.ops.attention import scaled_dot_product_attention  # noqa: E402,F40
 # more of torch.nn.functional (activations, shuffles, fold/unfold, every interpolate mode, 1-D and
 # adaptive max pooling, margin losses, embedding_bag...); replaces interpolate/upsample/cosine_similarity
 from varlens.nn.functional_extra import *  # noqa: E402,F401,F403
+
+
+def _tensor_input(fn, name):
+    """fn, refusing a non-Tensor ``input`` as torch does (these would otherwise compute on a list
+    or a NumPy array silently, or fail deep inside); the error is both a TypeError and an
+    AttributeError, the two types torch's ops raise for it."""
+    import functools
+
+    from varlens.nn._errors import NotTensorError
+    shown = "log_sigmoid" if name == "logsigmoid" else name   # torch's own name for the op
+
+    @functools.wraps(fn)
+    def checked(input, *args, **kwargs):  # noqa: A002  (torch's argument name)
+        if not isinstance(input, Tensor):
+            t = type(input)
+            tn = t.__name__ if t.__module__ == "builtins" else f"{t.__module__.split('.')[0]}.{t.__name__}"
+            raise NotTensorError(f"{shown}(): argument 'input' (position 1) must be Tensor, not {tn}")
+        return fn(input, *args, **kwargs)
+    return checked
+
+
+for _n in ("alpha_dropout", "celu", "celu_", "dropout", "dropout2d", "dropout3d", "elu", "elu_",
+           "feature_alpha_dropout", "gelu", "glu", "hardshrink", "hardsigmoid", "hardsigmoid_", "hardswish",
+           "hardswish_", "hardtanh", "hardtanh_", "leaky_relu", "leaky_relu_", "logsigmoid", "mish", "mish_",
+           "normalize", "relu6", "relu6_", "relu_", "rrelu", "rrelu_", "selu", "selu_", "sigmoid", "silu",
+           "silu_", "softplus", "softshrink", "softsign", "tanh", "tanhshrink", "threshold_"):
+    if _n in globals():
+        globals()[_n] = _tensor_input(globals()[_n], _n)
+del _n

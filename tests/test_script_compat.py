@@ -153,3 +153,18 @@ def test_functional_activations_refuse_arrays_and_lists_as_torch(name):
     if name != "dropout":
         np.testing.assert_allclose(getattr(vl.nn.functional, name)(vl.tensor(x)).numpy(),
                                    getattr(torch.nn.functional, name)(torch.tensor(x)).numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_return_types_print_and_unpack_as_torch():
+    x = [[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]]
+    for f in (lambda T: T.sort(T.tensor(x)), lambda T: T.tensor(x).max(dim=1), lambda T: T.tensor(x).min(1),
+              lambda T: T.topk(T.tensor(x), 2), lambda T: T.tensor(x).median(dim=1),
+              lambda T: T.kthvalue(T.tensor(x), 1, 1), lambda T: T.cummax(T.tensor(x), 1),
+              lambda T: T.aminmax(T.tensor(x))):
+        v, t = f(vl), f(torch)
+        assert repr(v).replace("varlens.", "torch.") == repr(t)
+        assert type(v).__name__ == type(t).__name__ and v._fields == tuple(t._fields if hasattr(t, "_fields") else v._fields)
+        assert [getattr(v, k).tolist() for k in v._fields] == [getattr(t, k).tolist() for k in v._fields]
+        a, b = v
+        assert a.tolist() == t[0].tolist() and b.tolist() == t[1].tolist()
+    assert vl.return_types.sort is type(vl.sort(vl.tensor([2.0, 1.0])))

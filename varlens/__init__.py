@@ -55,6 +55,7 @@ import varlens.utils.data  # noqa: E402,F401  (varlens.utils.data.DataLoader)
 bool = bool_  # noqa: A001  (varlens.bool, as torch.bool)
 float_ = float
 from varlens import version  # noqa: E402  (torch.version: cuda is None)
+from varlens.ops import return_types  # noqa: E402  (torch.return_types: sort, topk, max, ...)
 __version__ = version.__version__
 
 

@@ -7,7 +7,6 @@ Each function takes the tensor first, as the method does; ``install`` attaches t
 """
 from __future__ import annotations
 
-from collections import namedtuple
 
 from varlens import backend as B
 from varlens.autograd import grad_mode as _gm
@@ -152,7 +151,7 @@ def median(x, dim=None, keepdim=False):
     return _Median(vals, idx)
 
 
-_Median = namedtuple("median", ["values", "indices"])
+from varlens.ops.return_types import median as _Median  # noqa: E402
 
 
 def bincount(x, weights=None, minlength=0):

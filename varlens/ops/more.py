@@ -9,7 +9,6 @@ bucketize, signbit, heaviside.
 from __future__ import annotations
 
 import math
-from collections import namedtuple
 
 from varlens import backend as B
 from varlens.autograd.function import Function
@@ -427,8 +426,7 @@ def bucketize(input, boundaries, *, out_int32=False, right=False):
 
 
 # ---------------------------------------------------------------- order statistics
-_KV = namedtuple("kthvalue", ["values", "indices"])
-_MM = namedtuple("aminmax", ["min", "max"])
+from varlens.ops.return_types import aminmax as _MM, kthvalue as _KV  # noqa: E402
 
 
 def kthvalue(input, k, dim=-1, keepdim=False):

@@ -6,7 +6,6 @@ elements that produced it (re-inserting the reduced axes first).
 from __future__ import annotations
 
 import builtins as _b
-from collections import namedtuple
 
 from varlens.autograd.function import Function
 from varlens.backend import xp
@@ -363,7 +362,7 @@ def _nonempty(x, op):
         raise RuntimeError(f"{op}: cannot reduce an empty tensor of shape {tuple(x.shape)}")
 
 
-MinMax = namedtuple("MinMax", ["values", "indices"])
+from varlens.ops import return_types as _rt  # noqa: E402
 
 
 def max(x, dim=None, keepdim=False):  # noqa: A001
@@ -375,7 +374,7 @@ def max(x, dim=None, keepdim=False):  # noqa: A001
         return maximum(x, dim)
     if dim is None:
         return amax(x)
-    return _minmax_dim(x, dim, keepdim, argmax)
+    return _minmax_dim(x, dim, keepdim, argmax, _rt.max)
 
 
 def min(x, dim=None, keepdim=False):  # noqa: A001
@@ -385,10 +384,10 @@ def min(x, dim=None, keepdim=False):  # noqa: A001
         return minimum(x, dim)
     if dim is None:
         return amin(x)
-    return _minmax_dim(x, dim, keepdim, argmin)
+    return _minmax_dim(x, dim, keepdim, argmin, _rt.min)
 
 
-def _minmax_dim(x, dim, keepdim, argf):
+def _minmax_dim(x, dim, keepdim, argf, result):
     from varlens.ops.index import gather
     _nonempty(x, "max/min")
     idx = argf(x, dim, keepdim=True)
@@ -396,7 +395,7 @@ def _minmax_dim(x, dim, keepdim, argf):
     if not keepdim:
         from varlens.ops.shape import squeeze
         vals, idx = squeeze(vals, dim), squeeze(idx, dim)
-    return MinMax(vals, idx)
+    return result(vals, idx)
 
 
 def argmax(x, dim=None, keepdim=False):

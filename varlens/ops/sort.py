@@ -5,12 +5,10 @@ scattered back to the positions they came from (the adjoint of a permutation).
 """
 from __future__ import annotations
 
-from collections import namedtuple
 
 from varlens.backend import xp
 
-SortResult = namedtuple("SortResult", ["values", "indices"])
-TopKResult = namedtuple("TopKResult", ["values", "indices"])
+from varlens.ops.return_types import sort as SortResult, topk as TopKResult  # noqa: E402
 
 
 def _dim(dim, ndim, op):

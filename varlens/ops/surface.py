@@ -261,10 +261,8 @@ def atanh(input):  # noqa: A002
 
 
 # ---------------------------------------------------------------- running extremes, mode, nan-reductions
-_CumMax = namedtuple("cummax", ["values", "indices"])
-_CumMin = namedtuple("cummin", ["values", "indices"])
-_Mode = namedtuple("mode", ["values", "indices"])
-_NanMedian = namedtuple("nanmedian", ["values", "indices"])
+from varlens.ops.return_types import cummax as _CumMax, cummin as _CumMin  # noqa: E402
+from varlens.ops.return_types import mode as _Mode, nanmedian as _NanMedian  # noqa: E402
 
 
 def _cum_extreme(input, dim, what, better):

@@ -168,3 +168,13 @@ def test_return_types_print_and_unpack_as_torch():
         a, b = v
         assert a.tolist() == t[0].tolist() and b.tolist() == t[1].tolist()
     assert vl.return_types.sort is type(vl.sort(vl.tensor([2.0, 1.0])))
+
+
+def test_tensor_from_lists_of_numpy_float64_keeps_float64_as_torch():
+    import warnings
+    cases = [[np.ones(2), np.ones(2)], [np.float64(1.0), 2.0], [np.ones(2, np.float32)] * 2, [[np.float64(1.0)]],
+             [np.int32(1), 2], [1.0, 2.0], [np.ones(2), [1.0, 2.0]], [[1.0, 2.0], [3.0, 4.0]]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")               # torch warns that lists of arrays are slow
+        for c in cases:
+            assert str(vl.tensor(c).dtype) == str(torch.tensor(c).dtype).replace("torch.", ""), c

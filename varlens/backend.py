@@ -61,6 +61,19 @@ def is_floating(dtype) -> bool:
     return dtype.kind == "f"
 
 
+def _has_numpy_float64(data, depth=2):
+    """True if a (nested) list holds NumPy float64 arrays or scalars: torch.tensor keeps float64
+    for those, where Python floats become the default dtype.  Looks two levels deep."""
+    if not isinstance(data, (list, tuple)):
+        return False
+    for e in data:
+        if isinstance(e, (np.ndarray, np.generic)) and e.dtype == np.float64:
+            return True
+        if depth > 1 and isinstance(e, (list, tuple)) and _has_numpy_float64(e, depth - 1):
+            return True
+    return False
+
+
 def as_array(data, dtype=None):
     """Convert Python data to an array with PyTorch's default-dtype rules.
 
@@ -72,7 +85,7 @@ def as_array(data, dtype=None):
     if isinstance(data, np.ndarray):
         return data
     arr = np.asarray(data)
-    if arr.dtype == np.float64 and not isinstance(data, np.generic):
+    if arr.dtype == np.float64 and not isinstance(data, np.generic) and not _has_numpy_float64(data):
         arr = arr.astype(_default_float[0])
     elif arr.dtype.kind == "i" and arr.dtype != np.int64 and not isinstance(data, np.generic):
         arr = arr.astype(np.int64)   # (a NumPy scalar keeps its dtype, as in torch.tensor(np.int32(3)))

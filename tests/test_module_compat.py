@@ -183,3 +183,20 @@ def test_fashion_mnist_bad_arguments_and_damaged_files(tmp_path):
         (tmp_path / name).write_bytes(b"\x1f\x8b\x08\x00garbage")
     with pytest.raises(ValueError, match="is damaged.*make data"):
         datasets.fashion_mnist(root=str(tmp_path))
+
+
+def test_parameter_containers_order_and_repr_as_torch():
+    from collections import OrderedDict
+
+    def make(T):
+        return (T.nn.ParameterList([T.nn.Parameter(T.ones(())), T.nn.Parameter(T.ones(2, 3, dtype=T.float64))]),
+                T.nn.ParameterDict({"s": T.nn.Parameter(T.ones(())), "i": T.nn.Parameter(T.ones(2, dtype=T.float16))}),
+                T.nn.ParameterList(), T.nn.ParameterDict(),
+                T.nn.ParameterDict(OrderedDict([("s", T.nn.Parameter(T.ones(1))), ("i", T.nn.Parameter(T.ones(2)))])))
+    for v, t in zip(make(vl), make(torch)):
+        assert repr(v).replace("varlens.", "torch.") == repr(t)
+        assert list(dict(v.named_parameters())) == list(dict(t.named_parameters()))   # torch sorts a plain dict
+    v, t = make(vl)[4], make(torch)[4]
+    v.update({"z": nn.Parameter(vl.ones(1)), "a": nn.Parameter(vl.ones(1))})
+    t.update({"z": torch.nn.Parameter(torch.ones(1)), "a": torch.nn.Parameter(torch.ones(1))})
+    assert list(v.keys()) == list(t.keys())

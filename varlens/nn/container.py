@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import operator
 from collections import OrderedDict
+from collections.abc import Mapping
 
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
@@ -247,7 +248,7 @@ class ParameterList(Module):
         return self
 
     def extra_repr(self):
-        return "\n".join(f"({k}): Parameter of shape {tuple(p.shape)}" for k, p in self._parameters.items())
+        return _param_lines(self._parameters.items(), lambda p: f"varlens.{p.dtype}")
 
 
 class ParameterDict(_DictOfTable, Module):
@@ -262,6 +263,36 @@ class ParameterDict(_DictOfTable, Module):
 
     def __setitem__(self, key, p):
         self.register_parameter(key, _as_param(p))
+
+    def update(self, parameters):
+        """As PyTorch's: the entries of a plain dict are added in sorted key order (an OrderedDict,
+        a ParameterDict or a sequence of pairs keeps its order), which fixes parameters() order."""
+        if isinstance(parameters, Mapping) and not isinstance(parameters, (OrderedDict, ParameterDict)):
+            parameters = sorted(parameters.items())
+        super().update(parameters)
+
+    def extra_repr(self):
+        return _param_lines(self.items(), lambda p: _typename(p))
+
+
+def _typename(p):
+    """torch.typename's legacy tensor-type name, under varlens's prefix (varlens.FloatTensor...)."""
+    return "varlens." + _LEGACY.get(str(p.dtype), str(p.dtype) + "Tensor")
+
+
+_LEGACY = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor", "int64": "LongTensor",
+           "int32": "IntTensor", "int16": "ShortTensor", "int8": "CharTensor", "uint8": "ByteTensor",
+           "bool": "BoolTensor"}
+
+
+def _param_lines(items, type_of):
+    """PyTorch's ParameterList/ParameterDict body: one '(key): Parameter containing: [...]' line each."""
+    lines = []
+    for k, p in items:
+        kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
+        size = "x".join(str(d) for d in p.shape)
+        lines.append(f"  ({k}): {kind} containing: [{type_of(p)} of size {size}]")
+    return "\n".join(lines)
 
 
 def _as_param(p):

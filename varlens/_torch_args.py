@@ -76,8 +76,8 @@ _FIRST_NAME = {"where": "condition"}
 
 
 def _type_name(v):
-    t = type(v)
-    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+    from varlens.ops.elementwise import type_name
+    return type_name(v)
 
 
 def _bad_first(where, argname, v):

@@ -70,6 +70,17 @@ def _finish(x, create_graph):
     return x if create_graph else x.detach()
 
 
+def _inner(gs, vs):
+    """sum_i <g_i, v_i> over the gradients that depend on the inputs (None if none does): the
+    scalar whose gradient gives J v (jvp) or H v (hvp/vhp)."""
+    total = None
+    for gi, vi in zip(gs, vs):
+        if gi.requires_grad:
+            term = (gi * vi).sum()
+            total = term if total is None else total + term
+    return total
+
+
 def _v_or_ones(v, ref, fn_name, which):
     """The vectors v checked against ``ref`` (one per tensor), or ones when v is None, which
     torch allows only when ``ref`` is a single one-element tensor."""
@@ -176,12 +187,7 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
         out_single, outs = _call(func, xs, "jvp")
         # w: a dummy cotangent; g(w) = w^T J is linear in w, and d<g(w), v>/dw = J v
         ws = [Tensor._make(xp.zeros(o.shape, dtype=o.dtype)).requires_grad_(True) for o in outs]
-        g = _grads(outs, xs, ws, True, strict, "jvp")
-        total = None
-        for gi, vi in zip(g, vs):
-            if gi.requires_grad:
-                term = (gi * vi).sum()
-                total = term if total is None else total + term
+        total = _inner(_grads(outs, xs, ws, True, strict, "jvp"), vs)
         if total is None:
             res = [_zeros_like(o) for o in outs]
         else:
@@ -201,12 +207,7 @@ def _vhp(func, inputs, v, create_graph, strict, fn_name):
             raise RuntimeError(f"{fn_name}: the function given must return a single-element Tensor, got "
                                f"shape {tuple(outs[0].shape)}")
         out = outs[0]
-        g = _grads([out.reshape(())], xs, [None], True, strict, fn_name)
-        total = None
-        for gi, vi in zip(g, vs):
-            if gi.requires_grad:
-                term = (gi * vi).sum()
-                total = term if total is None else total + term
+        total = _inner(_grads([out.reshape(())], xs, [None], True, strict, fn_name), vs)
         if total is None:
             if strict:
                 raise RuntimeError(f"{fn_name}: the gradient is independent of the inputs (zero Hessian); "

@@ -125,10 +125,9 @@ class _ConvNd(Module):
         return s
 
 
-class Conv1d(_ConvNd):
-    """1-D convolution over (N, C_in, L): weight (C_out, C_in/groups, k)."""
-
-    _n = 1
+class _Conv(_ConvNd):
+    """Conv1d/2d/3d: PyTorch's constructor (no output_padding) and one forward that pads in the
+    chosen padding_mode and calls ``F.conv{n}d``."""
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                  groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
@@ -137,24 +136,24 @@ class Conv1d(_ConvNd):
 
     def forward(self, input):
         x, pad = self._padded(input)
-        return F.conv1d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
+        return self._conv(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
 
 
-class Conv2d(_ConvNd):
+class Conv1d(_Conv):
+    """1-D convolution over (N, C_in, L): weight (C_out, C_in/groups, k)."""
+
+    _n = 1
+    _conv = staticmethod(F.conv1d)
+
+
+class Conv2d(_Conv):
     """2-D convolution (cross-correlation) over (N, C_in, H, W): weight (C_out, C_in/groups, kh, kw).
 
     padding: int, pair, 'same' (stride 1; an even kernel pads one more at the bottom/right)
     or 'valid'.  Output size floor((H + 2p - d(k - 1) - 1)/s) + 1 (seed 003 §5.2.6).
     """
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode, 0, device, dtype)
-
-    def forward(self, input):
-        x, pad = self._padded(input)
-        return F.conv2d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
+    _conv = staticmethod(F.conv2d)
 
 
 class ConvTranspose2d(_ConvNd):

@@ -561,22 +561,14 @@ class EmbeddingBag(Module):
 
 
 # ---------------------------------------------------------------- 3-D layers, ConvTranspose1d, SyncBatchNorm
-from varlens.nn.conv import _ConvNd  # noqa: E402
+from varlens.nn.conv import _Conv, _ConvNd  # noqa: E402
 
 
-class Conv3d(_ConvNd):
+class Conv3d(_Conv):
     """3-D convolution over (N, C_in, D, H, W): weight (C_out, C_in/groups, kd, kh, kw)."""
 
     _n = 3
-
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode, 0, device, dtype)
-
-    def forward(self, input):
-        x, pad = self._padded(input)
-        return F.conv3d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
+    _conv = staticmethod(F.conv3d)
 
 
 class _ConvTransposeNd(_ConvNd):

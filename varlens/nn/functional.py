@@ -891,14 +891,14 @@ def _tensor_input(fn, name):
     import functools
 
     from varlens.nn._errors import NotTensorError
+    from varlens.ops.elementwise import type_name
     shown = "log_sigmoid" if name == "logsigmoid" else name   # torch's own name for the op
 
     @functools.wraps(fn)
     def checked(input, *args, **kwargs):  # noqa: A002  (torch's argument name)
         if not isinstance(input, Tensor):
-            t = type(input)
-            tn = t.__name__ if t.__module__ == "builtins" else f"{t.__module__.split('.')[0]}.{t.__name__}"
-            raise NotTensorError(f"{shown}(): argument 'input' (position 1) must be Tensor, not {tn}")
+            raise NotTensorError(f"{shown}(): argument 'input' (position 1) must be Tensor, not "
+                                 f"{type_name(input)}")
         return fn(input, *args, **kwargs)
     return checked
 

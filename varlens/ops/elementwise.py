@@ -78,11 +78,15 @@ def _promote(a, b, true_div=False):
     return a, b
 
 
+def type_name(v):
+    """A value's type as torch's argument errors print it: 'list', 'numpy.ndarray'."""
+    t = type(v)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+
+
 def not_tensor(v, op, arg="input"):
     """torch's TypeError for a non-Tensor where a Tensor is required (called from an except branch)."""
-    t = type(v)
-    tn = t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
-    raise TypeError(f"{op}(): argument '{arg}' (position 1) must be Tensor, not {tn}") from None
+    raise TypeError(f"{op}(): argument '{arg}' (position 1) must be Tensor, not {type_name(v)}") from None
 
 
 def _bad_operand(t, v):

@@ -437,36 +437,30 @@ def _one_dim(dim, ndim, op):
     return norm_dims(dim, ndim, op)[0] if ndim else 0
 
 
-def softmax(x, dim=None, dtype=None, **_):
+def _softmax_args(x, dim, dtype, op):
+    """(x cast to dtype, the one normalised dim) for softmax/log_softmax: a Tensor of a floating
+    dtype is required (torch's errors otherwise); no dim means PyTorch's legacy implicit choice."""
     if dtype is not None:
         x = x.to(dtype)
     try:
         k = x._data.dtype.kind
     except AttributeError:
         from varlens.ops.elementwise import not_tensor
-        not_tensor(x, "softmax")
+        not_tensor(x, op)
     if k in "biu":
         from varlens.ops.elementwise import _float_only
-        _float_only(x, "softmax")
+        _float_only(x, op)
     if dim is None:
-        dim = 0 if x.ndim in (0, 1, 3) else 1  # PyTorch's legacy implicit choice
-    return Softmax.apply(x, _one_dim(dim, x.ndim, "softmax"))
+        dim = 0 if x.ndim in (0, 1, 3) else 1
+    return x, _one_dim(dim, x.ndim, op)
+
+
+def softmax(x, dim=None, dtype=None, **_):
+    return Softmax.apply(*_softmax_args(x, dim, dtype, "softmax"))
 
 
 def log_softmax(x, dim=None, dtype=None, **_):
-    if dtype is not None:
-        x = x.to(dtype)
-    try:
-        k = x._data.dtype.kind
-    except AttributeError:
-        from varlens.ops.elementwise import not_tensor
-        not_tensor(x, "log_softmax")
-    if k in "biu":
-        from varlens.ops.elementwise import _float_only
-        _float_only(x, "log_softmax")
-    if dim is None:
-        dim = 0 if x.ndim in (0, 1, 3) else 1
-    return LogSoftmax.apply(x, _one_dim(dim, x.ndim, "log_softmax"))
+    return LogSoftmax.apply(*_softmax_args(x, dim, dtype, "log_softmax"))
 
 
 def cumsum(x, dim, *, dtype=None):

@@ -68,15 +68,8 @@ def collate(batch, *, collate_fn_map=None):
             if isinstance(elem, t):
                 return collate_fn_map[t](batch, collate_fn_map=collate_fn_map)
     if isinstance(elem, collections.abc.Mapping):
-        out = {key: collate([d[key] for d in batch], collate_fn_map=collate_fn_map) for key in elem}
-        try:
-            if isinstance(elem, collections.abc.MutableMapping):
-                clone = copy.copy(elem)
-                clone.update(out)
-                return clone
-            return elem_type(out)
-        except TypeError:
-            return out
+        return _rebuild_mapping(elem, {key: collate([d[key] for d in batch], collate_fn_map=collate_fn_map)
+                                       for key in elem})
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):          # namedtuple
         return elem_type(*(collate(list(s), collate_fn_map=collate_fn_map) for s in zip(*batch)))
     if isinstance(elem, collections.abc.Sequence) and not isinstance(elem, (str, bytes)):
@@ -144,15 +137,7 @@ def default_convert(data):
             return data
         return _from_numpy(data)
     if isinstance(data, collections.abc.Mapping):
-        out = {key: default_convert(data[key]) for key in data}
-        try:
-            if isinstance(data, collections.abc.MutableMapping):
-                clone = copy.copy(data)
-                clone.update(out)
-                return clone
-            return t(out)
-        except TypeError:
-            return out
+        return _rebuild_mapping(data, {key: default_convert(data[key]) for key in data})
     if isinstance(data, tuple) and hasattr(data, "_fields"):
         return t(*(default_convert(d) for d in data))
     if isinstance(data, tuple):
@@ -160,6 +145,19 @@ def default_convert(data):
     if isinstance(data, collections.abc.Sequence) and not isinstance(data, (str, bytes)):
         return _rebuild(data, [default_convert(d) for d in data])
     return data
+
+
+def _rebuild_mapping(like, out):
+    """The dict ``out`` in the mapping type of ``like``, as torch's collate does: a copy of a
+    mutable mapping updated with ``out``, else the type called on it, else the plain dict."""
+    try:
+        if isinstance(like, collections.abc.MutableMapping):
+            clone = copy.copy(like)
+            clone.update(out)
+            return clone
+        return type(like)(out)
+    except TypeError:
+        return out
 
 
 def _rebuild(like, out):

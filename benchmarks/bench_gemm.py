@@ -1,7 +1,7 @@
 """GEMM throughput: NumPy's OpenBLAS (as the environment configures it, and with its AVX-512
 kernels) against PyTorch's CPU GEMM, float32, at the shapes varlens' models use.
 
-varlens sends every matrix product to NumPy (varlens/backend.py), so this is the ceiling of
+varlens sends every matrix product to NumPy (varlens/core/array.py), so this is the ceiling of
 every GEMM-bound benchmark in this folder.  Two facts it records:
 
 * OpenBLAS picks its kernels from the CPU unless ``OPENBLAS_CORETYPE`` says otherwise.  The

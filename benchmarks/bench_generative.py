@@ -35,7 +35,7 @@ import torch
 import varlens as vl
 from varlens.generative.diffusion import DenoiserMLP, GaussianDiffusion
 from varlens.generative.vae import VAE
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 from _common import machine, write_section  # noqa: E402  (benchmarks/_common.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -48,12 +48,12 @@ def _forge(path, **arrays):
 def test_loads_without_pickle(tmp_path):
     p = tmp_path / "evil.npz"
     _forge(p, __meta__=np.array([{"x": 1}], dtype=object))      # a pickled object array
-    with pytest.raises(C.CheckpointError, match="could not be read and was refused"):
+    with pytest.raises(C.CheckpointError, match="malformed and was refused.*dtype '\|O' is not allowed"):
         C.load(p)
     with pytest.raises(TypeError, match="cannot be saved"):
         C.save({"x": np.array([object()])}, tmp_path / "o.npz")
-    with pytest.raises(TypeError, match="cannot save an object of type set"):
-        C.save({"x": {1, 2}}, tmp_path / "o.npz")
+    with pytest.raises(TypeError, match="cannot save an object of type object"):
+        C.save({"x": {1, object()}}, tmp_path / "o.npz")
 
 
 def test_truncated_and_corrupted_files_are_refused(tmp_path):

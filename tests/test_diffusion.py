@@ -9,7 +9,7 @@ from threadpoolctl import threadpool_limits
 import varlens as vl
 from varlens.autograd import gradcheck
 from varlens.generative import DenoiserMLP, GaussianDiffusion, cosine_beta_schedule, energy_distance
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 from conftest import assert_close, to_torch
 
 
@@ -344,7 +344,7 @@ def test_latent_diffusion_trains_only_the_denoiser():
 
 
 def test_sigmoid_fast_path_matches_torch_at_extremes():
-    # varlens/ops/dual.py _sigmoid_array was rewritten for speed (SiLU of the denoiser): check it
+    # varlens/core/primitives.py _sigmoid_array was rewritten for speed (SiLU of the denoiser): check it
     for dt in (np.float32, np.float64):
         x = np.concatenate([np.array([-800, -100, -50, -20, -1e-3, 0, 1e-3, 20, 50, 100, 800]),
                             np.linspace(-8, 8, 101)]).astype(dt)

@@ -12,7 +12,7 @@ from varlens.autograd import gradcheck
 from varlens.generative.gan import (DCGANDiscriminator, DCGANGenerator, MLPDiscriminator, MLPGenerator,
                                     dcgan_init_, discriminator_loss, generator_loss, train_gan)
 from varlens.generative.metrics import mode_coverage, ring_centers
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 from conftest import assert_close, to_torch
 
 

@@ -478,7 +478,7 @@ def test_lu_pivots_and_singular_ex_functions():
 
 
 def test_composite_double_backward_with_dependent_inputs():
-    """Engine fix (varlens/autograd/function.py): a fused op's composite gives each argument its
+    """Engine fix (varlens/core/function.py): a fused op's composite gives each argument its
     partial derivative, also when one argument is computed from another (b = f(a))."""
     a = N(4, 4) + 4 * np.eye(4)
     c = N(4, 2)

@@ -11,7 +11,7 @@ import varlens as vl
 from varlens.autograd import gradcheck
 from varlens.generative.vae import (VAE, elbo, gaussian_kl, importance_log_px, kl_standard_normal,
                                     log_likelihood, reparameterize)
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 from conftest import assert_close, to_torch
 
 

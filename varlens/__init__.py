@@ -10,12 +10,11 @@ import warnings as _warnings
 # (varlens.autograd.detect_anomaly names the op that made the first NaN/Inf).  The filter only
 # matches warnings attributed to varlens modules; it costs nothing per op.
 _warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"varlens(\.|$)")
-from varlens import backend  # noqa: E402
-from varlens.backend import get_num_threads, set_num_threads  # noqa: F401
-from varlens.backend import (bool_, double, float, float16, float32, float64, get_default_dtype,
-                             half, int, int8, int16, int32, int64, long, set_default_dtype,
-                             short, uint8)
-from varlens.tensor import Size, Tensor, device, tensor
+from varlens.core.array import get_num_threads, set_num_threads
+from varlens.core.dtypes import (bool_, double, float, float16, float32, float64, get_default_dtype,
+                                 half, int, int8, int16, int32, int64, long, set_default_dtype,
+                                 short, uint8)
+from varlens.core.tensor import Size, Tensor, device, tensor
 from varlens import ops
 from varlens.ops import *  # noqa: F401,F403  (varlens.exp, varlens.cat, ...)
 from varlens.ops import (abs, all, any, max, min, pow, round, sum)  # noqa: F401  (shadow builtins on purpose)
@@ -36,7 +35,8 @@ import math as _math
 import numpy as _np
 
 inf, nan, pi, e = _math.inf, _math.nan, _math.pi, _math.e
-from varlens.tensor import finfo, iinfo, get_printoptions, set_printoptions  # noqa: E402,F401
+from varlens.core.dtypes import finfo, iinfo  # noqa: E402,F401
+from varlens.core.tensor import get_printoptions, set_printoptions  # noqa: E402,F401
 from varlens.serialization import load, save  # noqa: F401  (safe torch.save/torch.load)
 from varlens.autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from varlens import nn  # noqa: E402  (varlens.nn.Linear, as torch.nn)
@@ -86,7 +86,7 @@ def numel(x):
 
 
 _LAZY = ("datasets", "train", "lens", "theory", "models", "info", "stats", "text", "vision",
-         "generative", "examples", "serialization", "distributions")
+         "generative", "examples", "serialization", "distributions", "distributed")
 
 
 def __getattr__(name):

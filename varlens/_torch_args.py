@@ -205,8 +205,8 @@ def _fix(args, kwargs, ren, var_name, n_before, before_names, where):
 
 def _write_out(where, fn, args, kwargs, out):
     """torch's out=: compute, then store the result in the given tensor(s) and return them."""
-    from varlens.autograd.grad_mode import is_grad_enabled, no_grad
-    from varlens.tensor import Tensor
+    from varlens.core.grad_mode import is_grad_enabled, no_grad
+    from varlens.core.tensor import Tensor
     import numpy as np
     outs = out if isinstance(out, (tuple, list)) else (out,)
     for o in outs:

@@ -93,7 +93,7 @@ class GradScaler:
             return
         if id(optimizer) in self._unscaled:
             raise RuntimeError("unscale_() has already been called on this optimizer since the last update()")
-        from varlens.autograd.grad_mode import no_grad
+        from varlens.core.grad_mode import no_grad
         import numpy as np
         inv = 1.0 / self._scale
         found = False

@@ -1,10 +1,11 @@
 """Factory functions: zeros, ones, full, arange, linspace, eye, randn, rand, randint, *_like."""
 from __future__ import annotations
 
-from varlens import backend as B
-from varlens.backend import xp
+from varlens.core import array as B
+from varlens.core import dtypes as DT
+from varlens.core.array import xp
 from varlens.random import _gen
-from varlens.tensor import Tensor, _size
+from varlens.core.tensor import Tensor, _size
 
 
 def _finish(arr, requires_grad):
@@ -23,14 +24,14 @@ def _dt(dtype, where):
         raise TypeError(f"{where}(): argument 'dtype' must be torch.dtype, not str ({dtype!r}; write "
                         f"varlens.{dtype.rsplit('.', 1)[-1]})")
     try:
-        return B.to_dtype(dtype)
+        return DT.to_dtype(dtype)
     except TypeError:
         raise TypeError(f"{where}(): argument 'dtype' must be torch.dtype, not {type(dtype).__name__} "
                         f"({dtype!r})") from None
 
 
 def _float_dtype(dtype, where="factory"):
-    return _dt(dtype, where) or B.get_default_dtype()
+    return _dt(dtype, where) or DT.get_default_dtype()
 
 
 def _random_float_dtype(dtype, where):
@@ -67,8 +68,8 @@ def full(size, fill_value, dtype=None, requires_grad=False, device=None):
         raise TypeError(f"full(): argument 'fill_value' (position 2) must be Number, not "
                         f"{type(fill_value).__name__} ({fill_value!r})")
     if dtype is None:
-        dtype = (B.bool_ if isinstance(fill_value, bool) else
-                 B.int64 if isinstance(fill_value, int) else B.get_default_dtype())
+        dtype = (DT.bool_ if isinstance(fill_value, bool) else
+                 DT.int64 if isinstance(fill_value, int) else DT.get_default_dtype())
     return _finish(xp.full(_size((size,)), fill_value, dtype=_dt(dtype, "full")), requires_grad)
 
 
@@ -102,7 +103,7 @@ def arange(start=0, end=None, step=1, dtype=None, requires_grad=False, device=No
                            f"(start={start}, end={end}, step={step})")
     if dtype is None:
         ints = all(isinstance(v, int) for v in (start, end, step))
-        dtype = B.int64 if ints else B.get_default_dtype()
+        dtype = DT.int64 if ints else DT.get_default_dtype()
     return _finish(xp.arange(start, end, step, dtype=_dt(dtype, "arange")), requires_grad)
 
 
@@ -148,7 +149,7 @@ def randint(low=0, high=None, size=None, generator=None, dtype=None, device=None
     if requires_grad:
         raise RuntimeError("randint: only floating-point tensors can require gradients (randint makes integers)")
     g = _gen(generator)
-    return _finish(g.integers(low, high, _size((size,))).astype(_dt(dtype, "randint") or B.int64), False)
+    return _finish(g.integers(low, high, _size((size,))).astype(_dt(dtype, "randint") or DT.int64), False)
 
 
 def randperm(n, generator=None, dtype=None, device=None):
@@ -156,7 +157,7 @@ def randperm(n, generator=None, dtype=None, device=None):
     if n < 0:
         raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}] (randperm: expected "
                            f"n >= 0)")
-    return _finish(_gen(generator).permutation(n).astype(_dt(dtype, "randperm") or B.int64), False)
+    return _finish(_gen(generator).permutation(n).astype(_dt(dtype, "randperm") or DT.int64), False)
 
 
 def randn_like(x, generator=None, dtype=None, requires_grad=False, *, layout=None, device=None,
@@ -195,7 +196,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, requires
         except ValueError:
             raise RuntimeError(f"normal: mean of shape {tuple(xp.shape(m))} and std of shape "
                                f"{tuple(xp.shape(s))} do not broadcast") from None
-        dt = B.to_dtype(dtype) or (mean.dtype if mt else std.dtype)
+        dt = DT.to_dtype(dtype) or (mean.dtype if mt else std.dtype)
         arr = (g.normal(0.0, 1.0, shape) * s + m).astype(dt)
         return _finish(arr, requires_grad)
     if size is None:
@@ -248,7 +249,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
         with xp.errstate(divide="ignore"):
             keys = xp.log(w2.astype(xp.float64)) - xp.log(-xp.log(g.random(w2.shape)))
         idx = xp.argsort(-keys, axis=1, kind="stable")[:, :n]
-    idx = idx.astype(B.int64)
+    idx = idx.astype(DT.int64)
     return _finish(idx[0] if w.ndim == 1 else idx, False)
 
 
@@ -261,7 +262,7 @@ def from_numpy(a):
 
 def as_tensor(data, dtype=None):
     dtype = _dt(dtype, "as_tensor")
-    if isinstance(data, Tensor) and (dtype is None or B.to_dtype(dtype) == data.dtype):
+    if isinstance(data, Tensor) and (dtype is None or DT.to_dtype(dtype) == data.dtype):
         return data
     return Tensor._make(B.as_array(data, dtype))
 
@@ -275,7 +276,7 @@ class _LegacyType(type):
             raise RuntimeError(f"{cls.__name__}: only the CPU device is available")
         if kwargs:
             raise TypeError(f"{cls.__name__}: unexpected keyword arguments {sorted(kwargs)}")
-        dt = B.to_dtype(cls._dtype)
+        dt = DT.to_dtype(cls._dtype)
         if not args:
             return Tensor._make(xp.zeros((0,), dtype=dt))
         if all(isinstance(a, int) and not isinstance(a, bool) for a in args) or (
@@ -283,11 +284,11 @@ class _LegacyType(type):
             return Tensor._make(xp.zeros(_size(args), dtype=dt))  # torch leaves them uninitialised
         if len(args) != 1:
             raise TypeError(f"{cls.__name__}: expected a sequence of numbers or integer sizes, got {args!r}")
-        from varlens.tensor import tensor
+        from varlens.core.tensor import tensor
         return tensor(args[0], dtype=dt)
 
     def __instancecheck__(cls, obj):
-        return isinstance(obj, Tensor) and obj.dtype == B.to_dtype(cls._dtype)
+        return isinstance(obj, Tensor) and obj.dtype == DT.to_dtype(cls._dtype)
 
 
 def _legacy(name, dtype):

@@ -13,14 +13,14 @@ from __future__ import annotations
 import math
 
 from varlens import ops as _ops
-from varlens.autograd.function import Function
-from varlens.backend import xp
-from varlens.ops import dual as D
+from varlens.core.function import Function
+from varlens.core.array import xp
+from varlens.core import primitives as D
 from varlens.ops.elementwise import _fl, erf, erfc, exp2, expm1, log1p  # noqa: F401
 from varlens.ops.more import _scipy_unary, _sp, digamma, erfinv, xlogy  # noqa: F401
 from varlens.ops.more import lgamma as gammaln
 from varlens.ops.surface import i0, polygamma, sinc  # noqa: F401
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 __all__ = ["erf", "erfc", "erfcx", "erfinv", "expit", "logit", "xlogy", "xlog1py", "log1p", "expm1",
            "exp2", "gammaln", "digamma", "psi", "polygamma", "multigammaln", "i0", "i0e", "i1", "i1e",
@@ -228,7 +228,7 @@ class Zeta(Function):
 
 def zeta(input, other):  # noqa: A002
     """Hurwitz zeta(input, other); gradient in ``other`` only (as PyTorch)."""
-    from varlens.autograd import grad_mode as _gm
+    from varlens.core import grad_mode as _gm
     from varlens.ops.elementwise import _promote
     x = input if isinstance(input, Tensor) else Tensor._make(xp.asarray(input))
     q = other if isinstance(other, Tensor) else Tensor._make(xp.asarray(other))

@@ -1,25 +1,24 @@
 """varlens.autograd: the tape (Function), the backward engine, grad modes and gradient checks."""
-from varlens.autograd.engine import backward, grad
-from varlens.autograd.function import Function
+from varlens.core.engine import backward, grad
+from varlens.core.function import Function
 from varlens.autograd.gradcheck import GradcheckReport, gradcheck, gradgradcheck
-from varlens.autograd.grad_mode import (detect_anomaly, enable_grad, inference_mode,
+from varlens.core.grad_mode import (detect_anomaly, enable_grad, inference_mode,
                                         is_anomaly_enabled, is_grad_enabled, no_grad,
                                         set_detect_anomaly, set_grad_enabled)
 
-from varlens.autograd.grad_mode import is_inference_mode_enabled  # noqa: E402
+from varlens.core.grad_mode import is_inference_mode_enabled  # noqa: E402
 from varlens.autograd import functional  # noqa: E402,F401  (jacobian, hessian, vjp, jvp, hvp, vhp)
+from varlens.core.tensor import Tensor, tensor
 
 
 class _VariableMeta(type):
     def __call__(cls, data=None, requires_grad=False, volatile=False):
-        from varlens.tensor import Tensor, tensor
         t = data.detach() if isinstance(data, Tensor) else tensor([] if data is None else data)
         if requires_grad:
             t.requires_grad_(True)
         return t
 
     def __instancecheck__(cls, obj):
-        from varlens.tensor import Tensor
         return isinstance(obj, Tensor)
 
 

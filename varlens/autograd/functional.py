@@ -14,12 +14,14 @@ loops (no vmap).  Results are detached unless ``create_graph=True``.
 """
 from __future__ import annotations
 
-from varlens.autograd.engine import grad as _grad
-from varlens.autograd.grad_mode import enable_grad
+from varlens.core.engine import grad as _grad
+from varlens.core.grad_mode import enable_grad
+from varlens import ops
+from varlens.core.array import xp
+from varlens.core.tensor import Tensor
 
 
 def _as_tuple(x, what, fn_name):
-    from varlens.tensor import Tensor
     if isinstance(x, Tensor):
         return True, (x,)
     if isinstance(x, (tuple, list)) and all(isinstance(t, Tensor) for t in x):
@@ -40,8 +42,6 @@ def _prep_inputs(inputs, create_graph):
 
 
 def _zeros_like(x):
-    from varlens.tensor import Tensor
-    from varlens.backend import xp
     return Tensor._make(xp.zeros(x.shape, dtype=x.dtype))
 
 
@@ -89,13 +89,10 @@ def _v_or_ones(v, ref, fn_name, which):
     if len(ref) != 1 or ref[0].numel() != 1:
         raise RuntimeError(f"{fn_name}: the vector v can only be None if {which} a single Tensor with a "
                            "single element")
-    from varlens.tensor import Tensor
-    from varlens.backend import xp
     return (Tensor._make(xp.ones(ref[0].shape, dtype=ref[0].dtype)),)
 
 
 def _check_v(v, ref, what, fn_name):
-    from varlens.tensor import Tensor
     single, vs = _as_tuple(v, what, fn_name)
     if len(vs) != len(ref):
         raise RuntimeError(f"{fn_name}: {what} has {len(vs)} tensors but {len(ref)} were expected")
@@ -117,9 +114,6 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
     if strategy not in ("reverse-mode", "forward-mode"):
         raise ValueError(f"jacobian: strategy must be 'reverse-mode' or 'forward-mode', got {strategy!r}")
     in_single, inputs = _as_tuple(inputs, "inputs", "jacobian")
-    from varlens import ops
-    from varlens.backend import xp
-    from varlens.tensor import Tensor
     with enable_grad():
         xs = _prep_inputs(inputs, create_graph)
         out_single, outs = _call(func, xs, "jacobian")
@@ -149,7 +143,6 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, out
 
     def grad_fn(*xs):
         out = func(*xs)
-        from varlens.tensor import Tensor
         if not isinstance(out, Tensor) or out.numel() != 1:
             raise RuntimeError("hessian: the function given must return a single-element Tensor, got "
                                f"{'a Tensor of shape ' + str(tuple(out.shape)) if isinstance(out, Tensor) else type(out).__name__}")
@@ -179,8 +172,6 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(inputs), J v), by the double-backward trick (two reverse passes)."""
     in_single, inputs = _as_tuple(inputs, "inputs", "jvp")
-    from varlens.tensor import Tensor
-    from varlens.backend import xp
     vs = _v_or_ones(v, inputs, "jvp", "the input to the user-provided function is")
     with enable_grad():
         xs = _prep_inputs(inputs, create_graph)

@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from varlens.core.engine import grad
+from varlens.core.grad_mode import enable_grad, no_grad
+from varlens.core.tensor import Tensor
 
 
 @dataclass
@@ -32,7 +35,6 @@ class GradcheckReport:
 
 
 def _scalarize(out, weights):
-    from varlens.tensor import Tensor
     outs = out if isinstance(out, (tuple, list)) else (out,)
     total = 0.0
     for o, w in zip(outs, weights):
@@ -58,8 +60,6 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, n_directions=4, raise_
             raise TypeError(f"gradcheck() got an unexpected keyword argument {k!r}")
         if k in ("check_batched_grad", "check_forward_ad", "check_sparse_nnz", "check_batched_forward_grad") and v:
             raise NotImplementedError(f"gradcheck: {k}=True is not supported by varlens")
-    from varlens.autograd.grad_mode import no_grad
-    from varlens.tensor import Tensor
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     rng = np.random.default_rng(seed)
     for i, x in enumerate(inputs):
@@ -138,8 +138,6 @@ def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-4, rtol=1e-3,
 
     The first gradient is taken with create_graph=True, so this exercises the
     recorded backward (Hessian-vector products)."""
-    from varlens.autograd.engine import grad
-    from varlens.tensor import Tensor
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     rng = np.random.default_rng(seed)
     targets = [x for x in inputs if isinstance(x, Tensor) and x.requires_grad]
@@ -152,7 +150,6 @@ def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-4, rtol=1e-3,
     w_in = [Tensor._make(rng.standard_normal(x.shape)) for x in targets]
 
     def first_grad_dot(*xs):
-        from varlens.autograd.grad_mode import enable_grad
         with enable_grad():
             return _first_grad_dot(*xs)
 

@@ -2,8 +2,8 @@
 built from them."""
 from __future__ import annotations
 
-from varlens.autograd.function import Function
-from varlens.backend import xp
+from varlens.core.function import Function
+from varlens.core.array import xp
 
 
 def _dP_dalpha(a, x):

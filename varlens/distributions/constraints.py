@@ -6,8 +6,8 @@ failed ``validate_args`` check names.
 """
 from __future__ import annotations
 
-from varlens.backend import xp
-from varlens.tensor import Tensor
+from varlens.core.array import xp
+from varlens.core.tensor import Tensor
 
 __all__ = ["Constraint", "boolean", "dependent", "dependent_property", "greater_than", "greater_than_eq",
            "half_open_interval", "independent", "integer_interval", "interval", "is_dependent", "less_than",

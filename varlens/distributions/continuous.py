@@ -4,13 +4,13 @@ from __future__ import annotations
 import math
 
 import varlens as _vl
-from varlens.backend import xp
+from varlens.core.array import xp
 from varlens.distributions import constraints
 from varlens.distributions._gamma import standard_gamma
 from varlens.distributions.distribution import (Distribution, as_float, broadcast_all, nan_like, rng,
                                                 shape_of)
 from varlens.distributions.transforms import ExpTransform, TransformedDistribution
-from varlens.tensor import Size, Tensor
+from varlens.core.tensor import Size, Tensor
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 
 import varlens as _vl
-from varlens.backend import xp
+from varlens.core.array import xp
 from varlens.distributions import constraints
 from varlens.distributions.distribution import (Distribution, broadcast_all, clamp_probs, lazy_property,
                                                 logits_to_probs, nan_like, probs_to_logits, rng, shape_of)
-from varlens.tensor import Size, Tensor
+from varlens.core.tensor import Size, Tensor
 
 
 def _one_of(name, probs, logits):

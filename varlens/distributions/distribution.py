@@ -4,10 +4,10 @@ from __future__ import annotations
 import math
 
 import varlens as _vl
-from varlens.backend import xp
+from varlens.core.array import xp
 from varlens.distributions import constraints
 from varlens.random import _gen
-from varlens.tensor import Size, Tensor
+from varlens.core.tensor import Size, Tensor
 
 __all__ = ["Distribution"]
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import math
 
 import varlens as _vl
-from varlens.backend import xp
+from varlens.core.array import xp
 from varlens.distributions import constraints
 from varlens.distributions.continuous import Exponential, Gamma, Uniform
 from varlens.distributions.discrete import Categorical, _BinaryParams
 from varlens.distributions.distribution import Distribution, broadcast_all, rng
 from varlens.distributions.transforms import (AffineTransform, ExpTransform, PowerTransform,
                                               TransformedDistribution)
-from varlens.tensor import Size, Tensor
+from varlens.core.tensor import Size, Tensor
 
 _EULER = 0.57721566490153286060
 

@@ -6,7 +6,7 @@ import math
 
 import varlens as _vl
 import varlens.linalg as _la
-from varlens.backend import xp
+from varlens.core.array import xp
 from varlens.distributions.continuous import (Beta, Cauchy, Exponential, Gamma, HalfNormal, Laplace, LogNormal,
                                               Normal, Uniform)
 from varlens.distributions.discrete import (Bernoulli, Binomial, Categorical, Geometric, OneHotCategorical,

@@ -5,11 +5,11 @@ import math
 
 import varlens as _vl
 import varlens.linalg as _la
-from varlens.backend import xp
+from varlens.core.array import xp
 from varlens.distributions import constraints
 from varlens.distributions._gamma import standard_gamma
 from varlens.distributions.distribution import Distribution, lazy_property, rng, sum_rightmost
-from varlens.tensor import Size, Tensor
+from varlens.core.tensor import Size, Tensor
 
 
 class Independent(Distribution):

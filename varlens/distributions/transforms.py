@@ -8,10 +8,10 @@ from __future__ import annotations
 import math
 
 import varlens as _vl
-from varlens.backend import xp
+from varlens.core.array import xp
 from varlens.distributions import constraints
 from varlens.distributions.distribution import Distribution, sum_rightmost
-from varlens.tensor import Size, Tensor
+from varlens.core.tensor import Size, Tensor
 
 __all__ = ["AbsTransform", "AffineTransform", "ComposeTransform", "ExpTransform", "IndependentTransform",
            "LowerCholeskyTransform", "PowerTransform", "SigmoidTransform", "SoftmaxTransform", "SoftplusTransform",

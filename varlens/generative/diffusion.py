@@ -21,9 +21,9 @@ import math
 
 import numpy as np
 
-from varlens.autograd import grad_mode as _gm
-from varlens.backend import xp
-from varlens.tensor import Tensor
+from varlens.core import grad_mode as _gm
+from varlens.core.array import xp
+from varlens.core.tensor import Tensor
 import varlens.nn.functional as F
 from varlens.creation import randn
 

@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 import varlens as vl
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 
 def _out(name, out=None):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from varlens.nn import Embedding, Module, Parameter
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 
 def drop_labels(y, p_uncond, null_index, generator=None):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from varlens.autograd import no_grad
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 
 class LatentDiffusion:

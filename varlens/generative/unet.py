@@ -25,7 +25,7 @@ import varlens.nn.functional as F
 from varlens.generative.diffusion import SinusoidalTimeEmbedding
 from varlens.nn import (Conv2d, Embedding, GroupNorm, Linear, Module, ModuleList, MultiheadAttention, Upsample)
 from varlens.ops import cat
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 
 def _groups(c):

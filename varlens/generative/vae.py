@@ -23,13 +23,13 @@ import math
 import numpy as np
 
 import varlens.nn.functional as F
-from varlens.autograd.function import Function
-from varlens.backend import xp
+from varlens.core.function import Function
+from varlens.core.array import xp
 from varlens.creation import randn
 from varlens.nn.module import Module
 from varlens.ops import cat, exp, logsumexp
-from varlens.ops.dual import _sigmoid_array
-from varlens.tensor import Tensor
+from varlens.core.primitives import _sigmoid_array
+from varlens.core.tensor import Tensor
 
 LOG_2PI = math.log(2 * math.pi)
 

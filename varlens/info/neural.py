@@ -241,7 +241,7 @@ def train_lstm(data, hidden_size=256, embed_dim=64, num_layers=1, seq_len=100, b
     from varlens.nn import functional as F
     from varlens.nn.utils import clip_grad_norm_
     from varlens.optim import Adam
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     data = bytes(data)
     if len(data) < 2 * batch_size * (seq_len + 1):
         raise ValueError(f"data: expected at least {2 * batch_size * (seq_len + 1)} bytes for batch_size="

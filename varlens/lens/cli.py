@@ -28,6 +28,10 @@ def add_arguments(p):
     p.add_argument("--sigma-w2", type=float, default=None,
                    help="mean-field init W ~ N(0, sigma_w2/fan_in) instead of --init")
     p.add_argument("--sigma-b2", type=float, default=0.0, help="bias variance for --sigma-w2")
+    p.add_argument("--dropout", type=float, default=0.0,
+                   help="drop probability in the mean-field recursion printed with --sigma-w2")
+    p.add_argument("--mean-field-only", action="store_true",
+                   help="with --sigma-w2: print q*, chi_1, the phase and the depth scales, and build no network")
     p.add_argument("--batch", type=int, default=128, help="rows per step")
     p.add_argument("--steps", type=int, default=1, help="forward/backward passes to average over")
     p.add_argument("--seed", type=int, default=0)
@@ -110,6 +114,9 @@ def _run(args) -> int:
 
     inits = [s.strip() for s in args.init.split(",") if s.strip()]
     if args.sigma_w2 is not None:
+        _print_mean_field(args)
+        if args.mean_field_only:
+            return 0
         inits = [f"sigma_w2={args.sigma_w2}"]
     rng = np.random.default_rng(args.seed)
     x = vl.tensor(rng.standard_normal((args.batch, args.width)).astype(np.float32))
@@ -143,6 +150,23 @@ def _run(args) -> int:
     if args.json:
         _emit(args.json, docs[inits[0]] if len(docs) == 1 else {"schema": "varlens.lens.multi/1", "runs": docs})
     return 0
+
+
+def _print_mean_field(args):
+    """The mean-field picture of the --sigma-w2/--sigma-b2/--act/--dropout network (Poole 2016, Schoenholz 2017)."""
+    from varlens.lens import meanfield
+    m = meanfield.summary(args.act, args.sigma_w2, args.sigma_b2, dropout=args.dropout)
+    print(f"== mean field: act {m['act']}, sigma_w^2 {m['sigma_w2']:g}, sigma_b^2 {m['sigma_b2']:g}, "
+          f"dropout {m['dropout']:g} ==")
+    print(f"q*      = {m['q_star']:.6g}   (fixed point of the length map; 0: the signal dies, inf: it explodes)")
+    print(f"chi_1   = {m['chi1']:.6g}   (slope of the correlation map at c = 1; per-layer gradient factor "
+          f"{m['backward_factor']:.6g})")
+    print(f"phase   = {m['phase']}")
+    print(f"xi_q    = {m['xi_q']:.6g}   xi_c = {m['xi_c']:.6g}   (depth scales)")
+    print(f"trainable depth ~ 6 xi_c = {m['trainable_depth']:.6g} layers")
+    if args.json and args.mean_field_only:
+        from varlens.lens import report
+        _emit(args.json, report._clean({"schema": "varlens.lens.meanfield/1", **m}))
 
 
 def _run_recipe(args):

@@ -22,7 +22,7 @@ import os
 
 import numpy as np
 
-from varlens.backend import ones_cached
+from varlens.core.array import ones_cached
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)

@@ -1,28 +1,38 @@
-"""Measure: streaming statistics of every module's output and of the gradient flowing back into it.
+"""Measure: streaming statistics of every module's output, every op's output, and their gradients.
 
-``Lens(model)`` attaches a forward hook to every module (no change to the model).  Each
-module call is one *record*, keyed by the module's qualified name (a module used twice
-in one forward pass gives ``name`` and ``name#1``).  On a sampled step the hook
+``Lens(model)`` attaches forward pre-hooks and hooks to every module (no change to the model)
+and, while the model's forward runs, the core's one observation slot
+(``varlens.core.function.op_hook``), so every Function applied inside the forward is seen
+too.  Each module call and each op is one *record* (format: :mod:`varlens.lens.records`):
+modules are keyed by their qualified name (``name#k`` for the k-th extra use in one pass),
+ops by the innermost running module plus the op (``blocks.3.attn:softmax``,
+``blocks.3:add``).  On a sampled step the hooks
 
-* updates the output's statistics (count, mean, M2 merged by Chan's formula in float64;
+* update the output's statistics (count, mean, M2 merged by Chan's formula in float64;
   second moment, max |x|, exact zeros, NaN/Inf counts, saturation for tanh/sigmoid and
   softmax-like outputs; a per-row second-moment accumulator for confidence intervals),
-* remembers the input's moments (for the local propagation rule), and
-* puts a gradient hook on the output tensor, so the cotangent dL/d(output) gets the same
-  statistics during backward.
+* remember each input's moments and producer (for the local propagation rules), the
+  measured cross term E[a*b] of an addition's two inputs, and per-unit second moments of
+  Linear/conv outputs (on detail steps, to calibrate the local ratio over units),
+* put a gradient hook on the output tensor, so the cotangent dL/d(output) gets the same
+  statistics during backward, and
+* note the first record that held a NaN/Inf, forward and backward (``first_nonfinite``).
 
-``lens.step()`` ends a training step: it records weight and weight-gradient statistics,
-then arms the hooks for the next step if it is to be sampled (every ``every`` steps).
-``lens.detach()`` removes every hook: after it the model runs exactly as before.
+``lens.step()`` ends a training step: on one sampled step in ``weight_every`` (a *detail*
+step, the first sampled step included) it records weight and weight-gradient statistics,
+float16/bfloat16 headroom counts and per-unit moments; then it arms the hooks for the next
+step if that is to be sampled (every ``every`` steps).  ``lens.detach()`` removes every hook.
 """
 from __future__ import annotations
 
 import math
+import re
+import sys
 
 import numpy as np
 
-from varlens.backend import ones_cached
-from varlens.lens.kernels import row_stats
+from varlens.lens.records import (SAT_LEVEL, InputMoments, Record, Stats, moments,  # noqa: F401
+                                  summarize)
 
 # module kinds, by class name (so this layer does not import the nn layer classes)
 LINEAR_LIKE = {"Linear", "Conv1d", "Conv2d", "Conv3d", "Bilinear", "LazyLinear"}
@@ -33,312 +43,25 @@ SOFTMAX_LIKE = {"Softmax", "Softmin"}
 NORM_LIKE = {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "RMSNorm",
              "InstanceNorm1d", "InstanceNorm2d"}
 DROPOUT_LIKE = {"Dropout", "Dropout1d", "Dropout2d", "Dropout3d"}
-SAT_LEVEL = 0.99
+POOL_LIKE = {"AvgPool1d", "AvgPool2d", "MaxPool1d", "MaxPool2d", "AdaptiveAvgPool2d", "AdaptiveAvgPool1d"}
 
-
-_FAST = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def _stats2d(a):
-    """kernels.row_stats of ``a`` seen as (leading dim, rest), or None where it does not apply
-    (other dtypes, non-contiguous, empty, NaN/Inf or overflowing sums)."""
-    rows2 = a.reshape(a.shape[0], -1) if a.ndim >= 2 else a.reshape(1, -1)
-    if rows2.dtype not in _FAST or not rows2.size or not rows2.flags.c_contiguous:
-        return None
-    r = row_stats(rows2)
-    if r is None or not (math.isfinite(r[0]) and math.isfinite(r[1]) and math.isfinite(r[2])):
-        return None
-    return r
-
-
-def _sums(a):
-    """(flat float array, sum, sum of squares) of ``a`` by NumPy (float64 for other dtypes).
-    Inf - Inf inside a sum shows up as a non-finite result for the caller to handle, not as
-    a warning."""
-    flat = a.reshape(-1)
-    if flat.dtype.kind != "f" or flat.dtype.itemsize < 4:
-        flat = flat.astype(np.float64)
-    if not flat.flags.c_contiguous:
-        flat = np.ascontiguousarray(flat)
-    rows = flat.reshape(a.shape[0], -1) if a.ndim >= 2 else flat.reshape(1, -1)
-    with np.errstate(invalid="ignore", over="ignore"):
-        s1 = float(np.add.reduce(rows @ ones_cached(rows.shape[1], rows.dtype), axis=None, dtype=np.float64))
-        s2 = float(flat @ flat)
-    return flat, s1, s2
-
-
-def moments(a):
-    """(n, mean, second moment) of an array, for inputs whose only use is the local
-    propagation rule.  None if empty or not finite."""
-    if a.size == 0:
-        return None
-    st = _stats2d(a)
-    if st is not None:
-        n = a.size
-        return n, st[0] / n, st[1] / n
-    flat, s1, s2 = _sums(a)
-    if not (math.isfinite(s1) and math.isfinite(s2)):
-        return None
-    n = flat.size
-    return n, s1 / n, s2 / n
-
-
-def summarize(a):
-    """One array's contribution: (n, mean, M2, max|x|, zeros, nan, inf, per-row second moments, width).
-
-    Rows are the leading dimension.  A contiguous float32/float64 array with every value
-    finite is read once by :func:`varlens.lens.kernels.row_stats` (sum, sum of squares, the
-    per-row spread, max |x| and the exact-zero count, accumulated in float64); anything else
-    goes to :func:`_summarize_general`, which counts NaN/Inf and leaves them out.
-    """
-    if a.ndim == 0:
-        a = a.reshape(1, 1)
-    rows2 = a.reshape(a.shape[0], -1)
-    r = None
-    if rows2.dtype in _FAST and rows2.size and rows2.flags.c_contiguous:
-        r = row_stats(rows2)
-    if r is None:
-        return _summarize_general(rows2)
-    s1, s2, ss, amax, zeros = r
-    if not (math.isfinite(s1) and math.isfinite(s2) and math.isfinite(ss)):
-        return _summarize_general(rows2)
-    n = rows2.size
-    m, width = rows2.shape
-    ww = float(width * width)
-    mean = s1 / n
-    # the per-row second moments (row sum of squares / width), as (count, mean, sum of
-    # squared deviations)
-    rows = (m, s2 / width / m, max(ss / ww - s2 * s2 / (ww * m), 0.0))
-    return (n, mean, max(s2 - n * mean * mean, 0.0), amax, zeros, 0, 0, rows, width)
-
-
-def _summarize_general(rows2):
-    """:func:`summarize` for any other array: other dtypes, non-contiguous, NaN/Inf or huge values."""
-    width = rows2.shape[1]
-    if rows2.dtype.kind != "f":
-        rows2 = rows2.astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        rs = rows2.sum(axis=1, dtype=np.float64) if rows2.dtype.itemsize < 4 else rows2.sum(axis=1)
-        rq = (rows2 * rows2).sum(axis=1).astype(np.float64) / width
-        s1 = float(rs.astype(np.float64).sum())
-        s2 = float(rq.sum()) * width
-    if math.isfinite(s1) and math.isfinite(s2):
-        n = rows2.size
-        if n == 0:
-            return (0, 0.0, 0.0, 0.0, 0, 0, 0, (0, 0.0, 0.0), width)
-        mean = s1 / n
-        amax = float(np.abs(rows2).max())
-        zeros = int(np.count_nonzero(rows2 == 0))
-        return (n, mean, max(s2 - n * mean * mean, 0.0), amax, zeros, 0, 0, _row_stats(rq), width)
-    x = rows2.astype(np.float64)
-    fin = np.isfinite(x)
-    n_nan = int(np.isnan(x).sum())
-    n_inf = int(x.size - fin.sum() - n_nan)
-    xf = x[fin]
-    rows = _row_stats(rq[np.isfinite(rq)])
-    if xf.size == 0:
-        return (0, 0.0, 0.0, 0.0, 0, n_nan, n_inf, rows, width)
-    with np.errstate(over="ignore", invalid="ignore"):   # float64 values above ~1e154 overflow M2
-        mean = float(xf.mean())
-        m2 = float(((xf - mean) ** 2).sum())
-    return (xf.size, mean, m2, float(np.abs(xf).max()),
-            int(xf.size - np.count_nonzero(xf)), n_nan, n_inf, rows, width)
-
-
-def _row_stats(rq):
-    """(count, mean, sum of squared deviations) of per-row second moments (float64)."""
-    n = rq.size
-    if n == 0:
-        return (0, 0.0, 0.0)
-    mean = float(rq.sum()) / n
-    d = rq - mean
-    return (n, mean, float(d @ d))
-
-
-def _folded(field):
-    """A read-only view of one accumulator that first merges the summaries still pending."""
-    def get(self):
-        if self._pend:
-            self._fold()
-        return getattr(self, field)
-    get.__name__ = field[1:]
-    return property(get)
-
-
-class Stats:
-    """Streaming statistics of a stream of arrays (float64 accumulators, Chan/Welford merges).
-
-    Per-array summaries are queued and merged when a result is read (or every 64 arrays), so
-    a sampled training step pays only for the passes over its data, not for the merges.
-    """
-
-    __slots__ = ("_n", "_mean", "_m2", "_amax", "_zeros", "_nan", "_inf", "sat", "sat_n", "_rows", "_rq_mean",
-                 "_rq_m2", "entropy_sum", "entropy_n", "calls", "shape", "_width", "_pend")
-
-    def __init__(self):
-        self._n = 0
-        self._mean = 0.0
-        self._m2 = 0.0
-        self._amax = 0.0
-        self._zeros = 0
-        self._nan = 0
-        self._inf = 0
-        self.sat = 0          # saturated elements (or rows, for softmax)
-        self.sat_n = 0        # elements (rows) the saturation count is over
-        self._rows = 0        # per-row second moments (rows = leading dim): Welford
-        self._rq_mean = 0.0
-        self._rq_m2 = 0.0
-        self.entropy_sum = 0.0
-        self.entropy_n = 0
-        self.calls = 0
-        self.shape = None
-        self._width = 1
-        self._pend = []       # summaries not merged yet
-
-    n = _folded("_n")
-    mean = _folded("_mean")
-    m2 = _folded("_m2")
-    amax = _folded("_amax")
-    zeros = _folded("_zeros")
-    nan = _folded("_nan")
-    inf = _folded("_inf")
-    rows = _folded("_rows")
-    rq_mean = _folded("_rq_mean")
-    rq_m2 = _folded("_rq_m2")
-    width = _folded("_width")
-
-    # ------------------------------------------------------------------ update
-    def update(self, a, kind=None, summary=None):
-        """Merge one array into the statistics.  ``kind``: None, 'tanh', 'sigmoid' or 'softmax'.
-
-        ``summary``: a precomputed :func:`summarize` of the same array (a module whose output
-        is also its child's output is not summarised twice)."""
-        self.calls += 1
-        self.shape = a.shape
-        if a.size == 0:
-            return
-        self.merge(summarize(a) if summary is None else summary)
-        if kind is not None:
-            self._saturation(a.reshape(a.shape[0], -1) if (a.ndim and kind != "softmax") else a, kind)
-
-    def merge(self, sm):
-        """Queue one :func:`summarize` result (merged on the next read)."""
-        p = self._pend
-        p.append(sm)
-        if len(p) >= 64:
-            self._fold()
-
-    def _fold(self):
-        pend, self._pend = self._pend, []
-        for n, mean, m2, amax, zeros, nan, inf, rows, width in pend:
-            self._width = width
-            self._nan += nan
-            self._inf += inf
-            if n == 0:
-                continue
-            self._merge_moments(n, mean, m2)
-            if amax > self._amax:
-                self._amax = amax
-            self._zeros += zeros
-            if rows[0]:
-                self._merge_rows(*rows)
-
-    def update_param(self, a):
-        """Statistics for a parameter or its gradient (one array per step): mean, second
-        moment and max |x|; no rows, no zeros."""
-        self.calls += 1
-        self.shape = a.shape
-        if a.size == 0:
-            return
-        if self._pend:
-            self._fold()
-        st = _stats2d(a)
-        if st is not None:
-            s1, s2, amax, n = st[0], st[1], st[3], a.size
-        else:
-            flat, s1, s2 = _sums(a)
-            if not (math.isfinite(s1) and math.isfinite(s2)):
-                fin = np.isfinite(flat)
-                n_nan = int(np.isnan(flat).sum())
-                self._nan += n_nan
-                self._inf += int(flat.size - fin.sum() - n_nan)
-                flat = flat[fin].astype(np.float64)
-                if flat.size == 0:
-                    return
-                s1, s2 = float(flat.sum()), float(np.dot(flat, flat))
-            n = flat.size
-            amax = float(np.abs(flat).max())
-        mean = s1 / n
-        self._merge_moments(n, mean, max(s2 - n * mean * mean, 0.0))
-        self._amax = max(self._amax, amax)
-        self._width = n
-
-    def _merge_moments(self, n_b, mean_b, m2_b):
-        n_a = self._n
-        n = n_a + n_b
-        d = mean_b - self._mean
-        self._mean += d * n_b / n
-        self._m2 += m2_b + d * d * n_a * n_b / n
-        self._n = n
-
-    def _merge_rows(self, n_b, mean_b, m2_b):
-        """Chan's merge of a batch of per-row second moments (count, mean, M2) into the totals."""
-        n_a = self._rows
-        n = n_a + n_b
-        d = mean_b - self._rq_mean
-        self._rq_mean += d * n_b / n
-        self._rq_m2 += m2_b + d * d * n_a * n_b / n
-        self._rows = n
-
-    def _saturation(self, a, kind):
-        if kind == "tanh":
-            self.sat += int(np.count_nonzero(np.abs(a) > SAT_LEVEL))
-            self.sat_n += a.size
-        elif kind == "sigmoid":
-            self.sat += int(np.count_nonzero((a > SAT_LEVEL) | (a < 1 - SAT_LEVEL)))
-            self.sat_n += a.size
-        elif kind == "softmax":  # probabilities along the last axis
-            p = a.reshape(-1, a.shape[-1]).astype(np.float64)
-            self.sat += int(np.count_nonzero(p.max(axis=1) > SAT_LEVEL))
-            self.sat_n += p.shape[0]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ent = -(np.where(p > 0, p * np.log(p), 0.0)).sum(axis=1)
-            ent = ent[np.isfinite(ent)]
-            self.entropy_sum += float(ent.sum())
-            self.entropy_n += ent.size
-
-    # ------------------------------------------------------------------ results
-    @property
-    def var(self):
-        return self.m2 / self.n if self.n else float("nan")
-
-    @property
-    def second_moment(self):
-        return self.var + self.mean * self.mean if self.n else float("nan")
-
-    @property
-    def q_se(self):
-        """Standard error of the second moment, from the spread of per-row second moments."""
-        if self.rows < 2:
-            return float("nan")
-        return math.sqrt(self.rq_m2 / (self.rows - 1) / self.rows)
-
-    def as_dict(self):
-        d = {"n": self.n, "calls": self.calls, "shape": list(self.shape) if self.shape is not None else None,
-             "mean": self.mean if self.n else None, "var": self.var if self.n else None,
-             "second_moment": self.second_moment if self.n else None,
-             "second_moment_se": None if self.rows < 2 else self.q_se,
-             "max_abs": self.amax, "frac_zero": self.zeros / self.n if self.n else None,
-             "nan": self.nan, "inf": self.inf}
-        if self.sat_n:
-            d["frac_saturated"] = self.sat / self.sat_n
-        if self.entropy_n:
-            d["mean_entropy"] = self.entropy_sum / self.entropy_n
-        return d
-
-
-_KNOWN = LINEAR_LIKE | set(ACT_NAMES) | set(SATURATING) | SOFTMAX_LIKE | NORM_LIKE | DROPOUT_LIKE | {
+_KNOWN = LINEAR_LIKE | set(ACT_NAMES) | set(SATURATING) | SOFTMAX_LIKE | NORM_LIKE | DROPOUT_LIKE | POOL_LIKE | {
     "Flatten", "Unflatten", "Sequential", "Embedding"}
+
+# Function class name -> op name (others: the class name in snake case, without a trailing Fn)
+OP_NAMES = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Neg": "neg", "MatMul": "matmul",
+            "Linear": "linear", "ReLU": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid", "GELU": "gelu",
+            "SiLU": "silu", "ELU": "elu", "Softplus": "softplus", "LeakyReLU": "leaky_relu",
+            "Softmax": "softmax", "LogSoftmax": "log_softmax", "MaskMul": "dropout", "Conv2dFn": "conv",
+            "ConvTranspose2dFn": "conv_transpose", "MaxPool2dFn": "max_pool", "AvgPool2dFn": "avg_pool",
+            "SDPA": "sdpa", "BatchNorm": "batch_norm", "LayerNorm": "layer_norm", "RMSNorm": "rms_norm",
+            "Embedding": "embedding", "GetItem": "getitem", "ConstantPad": "pad"}
+# which positional arguments of an op are its parameters (read at compare time, never summarised)
+OP_PARAM_NAMES = {"linear": (None, "weight", "bias"), "conv": (None, "weight", "bias"),
+                  "layer_norm": (None, "weight", "bias"), "batch_norm": (None, "weight", "bias"),
+                  "rms_norm": (None, "weight"), "embedding": ("weight",)}
+OP_SATURATING = {"tanh": "tanh", "sigmoid": "sigmoid", "softmax": "softmax"}
+CROSS_OPS = {"add", "sub", "mul"}
 
 
 def module_kind(module):
@@ -349,45 +72,37 @@ def module_kind(module):
     return type(module).__name__
 
 
-class Record:
-    """Everything measured for one module call site (a module used twice has two records)."""
-
-    def __init__(self, key, name, module, order):
-        self.key, self.name, self.module, self.order = key, name, module, order
-        self.type = module_kind(module)        # kind used to pick the propagation rule
-        self.cls = type(module).__name__
-        self.out = Stats()
-        self.grad = Stats()
-        self.inp_sum_mean = 0.0    # input moments (for the local rule), summed over sampled calls
-        self.inp_sum_q = 0.0
-        self.inp_var_group = 0.0   # variance each normalisation group sees (for norm layers)
-        self.inp_n = 0
-        self.producer = None   # key of the record whose output was this call's input
-        self.consumers = []    # keys of records that consumed this output
-        self.weight = Stats()
-        self.weight_grad = Stats()
-        self.fan_in = None
-        self.rows = None       # leading dimension of the output (batch rows)
-        self.sat_kind = _UNSET  # saturation kind of the module's output (found on first use)
-        self.grad_hook = None   # the hook that records dL/d(output) (made on first use)
-
-    @property
-    def inp_mean(self):
-        """Mean of the module's input, averaged over the sampled calls."""
-        return self.inp_sum_mean / self.inp_n if self.inp_n else 0.0
-
-    @property
-    def inp_q(self):
-        """Second moment of the module's input, averaged over the sampled calls."""
-        return self.inp_sum_q / self.inp_n if self.inp_n else 0.0
-
-    @property
-    def inp_moments(self):
-        return (self.inp_mean, self.inp_q)
+_OPN = {}
 
 
-_UNSET = object()
+def op_name(cls):
+    """The lens's name of a Function class (OP_NAMES, else its name in snake case)."""
+    n = _OPN.get(cls)
+    if n is None:
+        c = cls.__name__
+        n = OP_NAMES.get(c)
+        if n is None:
+            c = re.sub(r"(Fn|Function)$", "", c)
+            n = re.sub(r"(?<!^)(?=[A-Z])", "_", c).lower().lstrip("_")
+        _OPN[cls] = n
+    return n
+
+
 _Tensor = None       # varlens.Tensor, bound when the first Lens is made (keeps this import light)
+_Parameter = None
+_fn_module = None    # the core module that holds the op_hook slot
+
+
+def _bind():
+    global _Tensor, _Parameter, _fn_module
+    if _Tensor is None:
+        import varlens
+        import varlens.autograd
+        from varlens.nn.parameter import Parameter
+        _Tensor = varlens.Tensor
+        _Parameter = Parameter
+        # the module that defines Function holds the slot (wherever the core keeps it)
+        _fn_module = sys.modules[varlens.autograd.Function.__module__]
 
 
 def _saturation_kind(module):
@@ -416,49 +131,69 @@ def _first_tensor(obj):
     return None
 
 
+def _is_param(t):
+    """A leaf the model owns (a Parameter, or a leaf that requires grad): read at compare time."""
+    return t._node is None and (t._rg or isinstance(t, _Parameter))
+
+
+def _unit_axis(a):
+    """Units of a Linear output are its last axis, of a conv output its channel axis 1."""
+    return 1 if a.ndim >= 3 else a.ndim - 1
+
+
 class Lens:
     """Attach to ``model``; sample every ``every`` steps.  Use as a context manager or call detach().
 
-    ``modules``: 'all' (default: every module, containers included), 'leaves' (modules
-    without children) or a predicate ``f(name, module) -> bool``.
-    ``grads``: also record the gradient flowing back into each module's output.
+    ``modules``: which modules get module-level records: 'all' (default: every module,
+    containers included), 'leaves' (modules without children) or a predicate
+    ``f(name, module) -> bool``.
+    ``ops``: also record every op applied inside the model's forward (default True); the
+    rows of ``compare`` show module-level records unless asked for ops (``level='op'``).
+    ``grads``: also record the gradient flowing back into each output.
     ``weights``: record weight and weight-gradient statistics at ``step()``, on one sampled
     step in ``weight_every`` (default 10: weights change slowly and are the largest arrays,
     so reading them every step would dominate the lens's cost; 1 = every sampled step).
+    The same *detail* steps also count float16/bfloat16 headroom and per-unit moments.
     """
 
-    def __init__(self, model, every=1, modules="all", grads=True, weights=True, weight_every=10):
+    def __init__(self, model, every=1, modules="all", grads=True, weights=True, weight_every=10, ops=True):
         if not isinstance(every, int) or every < 1:
             raise ValueError(f"Lens: every must be a positive int (sample every N steps), got {every!r}")
         if not isinstance(weight_every, int) or weight_every < 1:
             raise ValueError(f"Lens: weight_every must be a positive int, got {weight_every!r}")
-        self.weight_every = weight_every
-        self._summ = {}            # id(array) -> (array, summary): one summary per array per step
-        self._moms = {}            # id(array) -> (array, moments) of inputs no module produced
         if not hasattr(model, "named_modules"):
             raise TypeError(f"Lens: model must be a varlens.nn.Module, got {type(model).__name__}")
-        global _Tensor
-        if _Tensor is None:
-            from varlens.tensor import Tensor
-            _Tensor = Tensor
-        self.model, self.every, self.grads, self.weights = model, every, grads, weights
+        _bind()
+        self.weight_every = weight_every
+        self._summ = {}            # id(array) -> (array, summary): one summary per array per step
+        self._moms = {}            # id(array) -> (array, moments) of inputs no record produced
+        self.model, self.every, self.grads, self.weights, self.ops = model, every, grads, weights, bool(ops)
         self.records = {}          # key -> Record, in order of first call
         self.steps_seen = 0
         self.steps_sampled = 0
+        self.first_nonfinite = {"forward": None, "backward": None}
         self._active = True
+        self._detail = True        # this sampled step also takes headroom counts and unit moments
         self._handles = []
-        self._calls = {}           # name -> calls in the current step
-        self._produced = {}        # id(output array) -> (array, key)   (within one step)
-        self._taps = 0
+        self._calls = {}           # name -> calls in the current pass
+        self._produced = {}        # id(output array) -> (array, key)   (within one pass)
+        self._stack = []           # module paths running now (innermost last)
+        self._prev_hook = None
+        self._hooked = False
         self._order = 0
         for name, mod in model.named_modules():
+            path = name or "(model)"
+            rec = True
             if modules == "leaves" and any(True for _ in mod.children()):
-                continue
+                rec = False
             if callable(modules) and not modules(name, mod):
-                continue
-            self._handles.append(mod.register_forward_hook(self._make_hook(name or "(model)")))
+                rec = False
+            if self.ops:
+                self._handles.append(mod.register_forward_pre_hook(self._make_pre(path, mod is model)))
+            if rec or self.ops:
+                self._handles.append(mod.register_forward_hook(self._make_hook(path, rec), always_call=True))
         # registered last, so it runs after the model's own record: one forward pass is over
-        self._handles.append(model.register_forward_hook(self._end_pass))
+        self._handles.append(model.register_forward_hook(self._end_pass, always_call=True))
 
     def _end_pass(self, module, args, output):
         """The model's forward returned: the next call of a module is its first use again.
@@ -467,6 +202,8 @@ class Lens:
         therefore merge into the same records instead of creating name#k keys, and the
         per-pass bookkeeping never grows beyond one pass (and its backward).
         """
+        self._unhook()
+        self._stack.clear()
         self._calls.clear()
         self._produced.clear()
         self._summ.clear()
@@ -474,80 +211,170 @@ class Lens:
         return None
 
     # ------------------------------------------------------------------ hooks
-    def _make_hook(self, name):
-        def hook(module, args, output):
+    def _make_pre(self, path, root):
+        stack = self._stack
+
+        def pre(module, args):
             if self._active:
-                self._record(name, module, args, output)
+                if root and not self._hooked:
+                    self._hook()
+                stack.append(path)
+            return None
+        return pre
+
+    def _make_hook(self, path, rec):
+        stack = self._stack
+        ops = self.ops
+
+        def hook(module, args, output):
+            if not self._active:
+                return None
+            if ops and stack:
+                if stack[-1] == path:
+                    stack.pop()
+                elif path in stack:            # a child raised past its hook: unwind to here
+                    del stack[stack.index(path):]
+            if rec and output is not None:
+                self._record(path, module, args, output)
             return None
         return hook
 
-    def _record(self, name, module, args, output):
+    def _hook(self):
+        fm = _fn_module
+        self._prev_hook = fm.op_hook
+        prev = self._prev_hook
+        if prev is None:
+            fm.op_hook = self._op
+        else:                                   # another lens is attached: both see every op
+            mine = self._op
+
+            def both(cls, args, kwargs, res):
+                prev(cls, args, kwargs, res)
+                mine(cls, args, kwargs, res)
+            fm.op_hook = both
+        self._hooked = True
+
+    def _unhook(self):
+        if self._hooked:
+            _fn_module.op_hook = self._prev_hook
+            self._prev_hook = None
+            self._hooked = False
+
+    def _key(self, name):
         calls = self._calls
         k = calls.get(name, 0)
         calls[name] = k + 1
-        key = name if k == 0 else f"{name}#{k}"
+        return name if k == 0 else f"{name}#{k}"
+
+    def _new_record(self, key, **kw):
+        rec = self.records[key] = Record(key, order=self._order, **kw)
+        self._order += 1
+        return rec
+
+    def _record(self, name, module, args, output):
+        key = self._key(name)
         rec = self.records.get(key)
         if rec is None:
-            rec = self.records[key] = Record(key, name, module, self._order)
-            self._order += 1
+            rec = self._new_record(key, path=name, level="module", kind=module_kind(module),
+                                   cls=type(module).__name__, module=module)
+            rec.sat_kind = _saturation_kind(module)
         out = output if type(output) is _Tensor else _first_tensor(output)
         inp = args[0] if args and type(args[0]) is _Tensor else _first_tensor(args)
+        src = None
         if out is not None:
             a = out._data
-            kind = rec.sat_kind
-            if kind is _UNSET:
-                kind = rec.sat_kind = _saturation_kind(module)
-            rec.out.update(a, kind, self._summary(a))
+            hit = self._produced.get(id(a))
+            if hit is not None and hit[0] is a:
+                s = self.records[hit[1]]
+                if s.level == "op" and (s.path == name or s.path.startswith(name + ".") or name == "(model)"):
+                    src = s
+            if src is not None and rec.source in (None, src.key):
+                rec.source = src.key       # the op that made this output: the same tensor, shared stats
+                rec.out = src.out
+                rec.grad = src.grad
+            else:
+                sm = self._summary(a)
+                rec.out.update(a, rec.sat_kind, sm)
+                if sm[5] or sm[6]:
+                    self._check_finite(rec, "forward", sm)
+                if self._detail:
+                    rec.out.update_numerics(a)
             rec.rows = a.shape[0] if a.ndim else 1
+            if rec.params.get("training") is None:
+                rec.params["training"] = bool(getattr(module, "training", True))
+            if self._detail and rec.kind in LINEAR_LIKE and a.dtype.kind == "f":
+                rec.add_units(a, _unit_axis(a))
         if inp is not None:              # after the output: its summary may be this input's
-            self._note_input(rec, module, inp)
+            self._note_input(rec, 0, inp._data, module)
         if out is None:
             return
         self._produced[id(a)] = (a, key)
-        if self.grads and out._rg:
-            h = rec.grad_hook
-            if h is None:
-                h = rec.grad_hook = self._grad_hook(rec)
-            node = out._node
-            if node is not None:          # what Tensor.register_hook does, without the handle
-                if node.hooks is None:
-                    node.hooks = [h]
-                else:
-                    node.hooks.append(h)
-            else:
-                out.register_hook(h)
+        if self.grads and out._rg and src is None:
+            self._attach_grad(rec, out)
 
-    def _note_input(self, rec, module, inp):
-        a = inp._data
+    def _attach_grad(self, rec, out):
+        h = rec.grad_hook
+        if h is None:
+            h = rec.grad_hook = self._grad_hook(rec)
+        node = out._node
+        if node is not None:          # what Tensor.register_hook does, without the handle
+            if node.hooks is None:
+                node.hooks = [h]
+            else:
+                node.hooks.append(h)
+        else:
+            out.register_hook(h)
+
+    def _check_finite(self, rec, direction, sm=None):
+        st = rec.out if direction == "forward" else rec.grad
+        if direction not in rec.nonfinite:
+            rec.nonfinite[direction] = self.steps_seen
+            if self.first_nonfinite[direction] is None:
+                ins = [i for i in rec.inputs if i.n]
+                self.first_nonfinite[direction] = {
+                    "key": rec.key, "path": rec.path, "op": rec.op, "level": rec.level, "step": self.steps_seen,
+                    "nan": st.nan, "inf": st.inf,
+                    # forward: were the inputs finite (the op made the NaN/Inf) or did it pass one on?
+                    "inputs_finite": all(math.isfinite(i.q) for i in ins) if direction == "forward" else None,
+                    "by": None if direction == "forward" else [c for c in rec.consumers
+                                                               if self.records[c].level == "op"] or list(rec.consumers)}
+
+    def _note_input(self, rec, i, a, module=None):
         ida = id(a)
         prev = self._produced.get(ida)
+        im = rec.input(i)
         if prev is not None and prev[0] is a and prev[1] != rec.key:
-            if rec.producer is None:
-                rec.producer = prev[1]
+            if im.producer is None:
+                im.producer = prev[1]
+                if i == 0 and rec.producer is None:
+                    rec.producer = prev[1]
             prod = self.records[prev[1]]
             if rec.key not in prod.consumers and not self._is_ancestor(rec, prod):
                 prod.consumers.append(rec.key)
         hit = self._summ.get(ida)
-        if hit is not None and hit[0] is a:   # summarised already (a module's output): reuse it
+        if hit is not None and hit[0] is a:   # summarised already (a record's output): reuse it
             sm = hit[1]
             if sm[0] == 0:
+                im.add(float("nan"), float("nan"), a.shape)
                 return
             m, q = sm[1], sm[2] / sm[0] + sm[1] * sm[1]
-        else:  # data or a tensor made outside any module: its mean and second moment suffice
+        else:  # data or a tensor made outside any record: its mean and second moment suffice
             mo = self._memo(self._moms, a, moments)  # (the model and its first layer share it)
             if mo is None:
+                im.add(float("nan"), float("nan"), a.shape)
                 return
             m, q = mo[1], mo[2]
-        if rec.type in NORM_LIKE:
+        if i == 0 and module is not None and rec.kind in NORM_LIKE:
             rec.inp_var_group = self._group_var(module, a)
-        rec.inp_sum_mean += m
-        rec.inp_sum_q += q
-        rec.inp_n += 1
+        if i == 0 and module is not None and rec.kind in LINEAR_LIKE | POOL_LIKE:
+            rec.params["in_shape"] = tuple(a.shape)
+        im.add(m, q, a.shape)
 
     @staticmethod
     def _is_ancestor(rec, prod):
         # a container's output is also its last child's output: the child is not its consumer
-        return prod.name.startswith(rec.name + ".") or rec.name == "(model)"
+        return prod.path.startswith(rec.path + ".") or rec.path == "(model)" or (
+            prod.level == "op" and prod.path == rec.path and rec.level == "module")
 
     @staticmethod
     def _group_var(module, a):
@@ -557,7 +384,8 @@ class Lens:
         else:
             shape = getattr(module, "normalized_shape", (x.shape[-1],))
             axes = tuple(range(x.ndim - len(tuple(shape)), x.ndim))
-        return float(np.mean(x.var(axis=axes)))
+        with np.errstate(invalid="ignore", over="ignore"):
+            return float(np.mean(x.var(axis=axes)))
 
     @staticmethod
     def _memo(store, a, fn):
@@ -575,9 +403,161 @@ class Lens:
     def _grad_hook(self, rec):
         def hook(g):
             a = g._data
-            rec.grad.update(a, None, self._summary(a) if a.size else None)
+            sm = self._summary(a) if a.size else None
+            rec.grad.update(a, None, sm)
+            if sm is not None and (sm[5] or sm[6]):
+                self._check_finite(rec, "backward", sm)
+            if self._detail and a.size:
+                rec.grad.update_numerics(a)
             return None
         return hook
+
+    # ------------------------------------------------------------------ ops
+    def _op(self, cls, args, kwargs, res):
+        """The core's op hook: one op applied inside the model's forward."""
+        stack = self._stack
+        if not stack or not self._active:
+            return
+        a = res._data
+        if a.dtype.kind != "f":
+            return                       # masks, indices, comparisons: not a signal
+        path = stack[-1]
+        op = op_name(cls)
+        key = self._key(path + ":" + op)
+        rec = self.records.get(key)
+        new = rec is None
+        if new:
+            rec = self._new_record(key, path=path, level="op", kind=op, op=op, cls=cls.__name__)
+            rec.sat_kind = OP_SATURATING.get(op)
+            names = OP_PARAM_NAMES.get(op, ())
+            pidx = set()
+            for i, t in enumerate(args):
+                if isinstance(t, _Tensor) and _is_param(t):
+                    nm = names[i] if i < len(names) and names[i] else f"arg{i}"
+                    rec.arrays[nm] = (lambda t=t: t)
+                    pidx.add(i)
+            rec.params["param_args"] = pidx
+        sm = self._summary(a)
+        rec.out.update(a, rec.sat_kind, sm)
+        if sm[5] or sm[6]:
+            self._check_finite(rec, "forward", sm)
+        rec.rows = a.shape[0] if a.ndim else 1
+        if self._detail:
+            rec.out.update_numerics(a)
+        T = _Tensor
+        scalars = None
+        pidx = rec.params["param_args"]
+        for i, t in enumerate(args):
+            if isinstance(t, T):
+                if i not in pidx:
+                    self._note_input(rec, i, t._data)
+            elif isinstance(t, (int, float)) and not isinstance(t, bool):
+                if scalars is None:
+                    scalars = {}
+                scalars[i] = float(t)
+        if scalars:
+            rec.params["scalars"] = scalars
+        if op in CROSS_OPS and len(args) >= 2 and isinstance(args[0], T) and isinstance(args[1], T):
+            x, y = args[0]._data, args[1]._data
+            if x.shape == y.shape and x.size:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    c = float(np.vdot(x.reshape(-1), y.reshape(-1))) / x.size
+                rec.cross += c
+                rec.cross_n += 1
+        if kwargs or new or op in ("dropout", "softmax", "log_softmax", "sdpa", "batch_norm", "avg_pool"):
+            self._op_params(rec, op, args, kwargs, a)
+        if self._detail and op in ("linear", "conv"):
+            rec.add_units(a, _unit_axis(a))
+        if op == "sdpa":
+            self._sdpa_internals(path, args, res)
+        self._produced[id(a)] = (a, key)
+        if self.grads and res._rg:
+            self._attach_grad(rec, res)
+
+    def _op_params(self, rec, op, args, kwargs, a):
+        """Scalars an op's rule needs (its keyword parameters, dropout's p, softmax's row variance)."""
+        p = rec.params
+        for k, v in kwargs.items():
+            if isinstance(v, (bool, int, float, str)) or (isinstance(v, tuple) and len(v) <= 8):
+                p[k] = v
+        if args and isinstance(args[0], _Tensor):
+            p["in_shape"] = tuple(args[0]._data.shape)
+        p["out_shape"] = tuple(a.shape)
+        if op == "dropout" and len(args) > 1:
+            m = args[1]._data if isinstance(args[1], _Tensor) else np.asarray(args[1])
+            top = float(m.max()) if m.size else 0.0
+            if top > 0:
+                p["p"] = 1.0 - 1.0 / top
+        elif op in ("softmax", "log_softmax") and isinstance(args[0], _Tensor):
+            x = args[0]._data
+            dim = args[1] if len(args) > 1 and isinstance(args[1], int) else kwargs.get("dim", -1)
+            with np.errstate(invalid="ignore", over="ignore"):
+                rv = float(np.mean(np.var(x.astype(np.float64), axis=dim)))
+            p["row_var_sum"] = p.get("row_var_sum", 0.0) + rv
+            p["row_var_n"] = p.get("row_var_n", 0) + 1
+            p["n"] = x.shape[dim]
+        elif op == "batch_norm":
+            bs = kwargs.get("batch_stats", True)
+            p["batch_stats"] = bool(bs)
+            if not bs:
+                p["running_mean"] = np.asarray(kwargs.get("mean")).reshape(-1).astype(np.float64)
+                p["running_var"] = np.asarray(kwargs.get("var")).reshape(-1).astype(np.float64)
+                x = args[0]._data.astype(np.float64)
+                axes = (0,) + tuple(range(2, x.ndim))
+                p["channel_mean"] = x.mean(axis=axes)
+                p["channel_q"] = (x * x).mean(axis=axes)
+        elif op == "avg_pool":
+            p["lag_corr"] = _window_correlation(args[0]._data, kwargs.get("kernel_size", (2, 2)))
+
+    def _sdpa_internals(self, path, args, res):
+        """Attention logits and probabilities of a fused scaled_dot_product_attention: records
+        ``<path>:sdpa.logits`` and ``<path>:sdpa.softmax`` (forward statistics only)."""
+        q, k = args[0]._data, args[1]._data
+        mask = args[3] if len(args) > 3 else None
+        scale = float(args[5]) if len(args) > 5 else 1.0 / math.sqrt(q.shape[-1])
+        s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
+        node = res._node
+        p = None
+        if node is not None and node.saved and len(node.saved) > 3:
+            p = node.saved[3]
+        if p is None:
+            z = s if mask is None else (np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask)
+            zm = np.max(z, axis=-1, keepdims=True)
+            e = np.exp(z - np.where(np.isfinite(zm), zm, 0))
+            p = e / np.maximum(e.sum(axis=-1, keepdims=True), 1e-300)
+        valid = None
+        if mask is not None and mask.dtype == bool:
+            valid = np.broadcast_to(mask, s.shape)
+        for suffix, arr in (("sdpa.logits", s), ("sdpa.softmax", p)):
+            key = self._key(f"{path}:{suffix}")
+            rec = self.records.get(key)
+            if rec is None:
+                rec = self._new_record(key, path=path, level="op", kind=suffix, op=suffix, cls="SDPA")
+                rec.sat_kind = "softmax" if suffix == "sdpa.softmax" else None
+            if suffix == "sdpa.logits":
+                vals = arr if valid is None else arr[valid].reshape(arr.shape[0], -1)
+                rec.out.update(np.ascontiguousarray(vals), None)
+                with np.errstate(invalid="ignore"):
+                    if valid is None:
+                        rv = float(np.mean(np.var(arr, axis=-1)))
+                    else:
+                        cnt = valid.sum(axis=-1)
+                        mu = np.where(valid, arr, 0).sum(axis=-1) / np.maximum(cnt, 1)
+                        rv = float(np.mean((np.where(valid, (arr - mu[..., None]) ** 2, 0)).sum(axis=-1)
+                                           / np.maximum(cnt, 1)))
+                rec.params["row_var_sum"] = rec.params.get("row_var_sum", 0.0) + rv
+                rec.params["row_var_n"] = rec.params.get("row_var_n", 0) + 1
+                rec.params["d"] = q.shape[-1]
+                rec.params["scale"] = scale
+                self._note_input(rec, 0, q)
+                self._note_input(rec, 1, k)
+            else:
+                rec.out.update(arr, "softmax")
+                n_valid = (valid.reshape(-1, valid.shape[-1]).sum(axis=1) if valid is not None
+                           else np.full(1, arr.shape[-1]))
+                rec.params["n_valid"] = np.unique(n_valid, return_counts=True)
+                rec.params["n"] = arr.shape[-1]
+            rec.rows = arr.shape[0]
 
     def tap(self, name, tensor, kind=None):
         """Record a tensor that no module returns (attention logits inside a forward, say).
@@ -587,15 +567,17 @@ class Lens:
         """
         if not self._active:
             return tensor
-        k = self._calls.get(name, 0)
-        self._calls[name] = k + 1
-        key = name if k == 0 else f"{name}#{k}"
+        key = self._key(name)
         rec = self.records.get(key)
         if rec is None:
-            rec = self.records[key] = Record(key, name, _Tap(), self._order)
-            self._order += 1
+            rec = self._new_record(key, path=name, level="tap", kind="tap", cls="tap")
         a = tensor._data
-        rec.out.update(a, kind)
+        sm = summarize(a)
+        rec.out.update(a, kind, sm)
+        if sm[5] or sm[6]:
+            self._check_finite(rec, "forward", sm)
+        if self._detail:
+            rec.out.update_numerics(a)
         rec.rows = a.shape[0] if a.ndim else 1
         if self.grads and tensor.requires_grad:
             tensor.register_hook(self._grad_hook(rec))
@@ -605,17 +587,18 @@ class Lens:
     def step(self):
         """End a training step (call after backward): weight and weight-grad statistics, then
         decide whether the next step is sampled."""
-        if self._active and self.weights and self.steps_sampled % self.weight_every == 0:
-            for rec in self.records.values():
-                if rec.key != rec.name:      # second use of a module: its weights are the first's
-                    continue
-                w = getattr(rec.module, "weight", None)
-                if w is None or not hasattr(w, "_data"):
-                    continue
-                rec.weight.update_param(w._data)
-                rec.fan_in = math.prod(w.shape[1:]) if w.ndim > 1 else None
-                if w.grad is not None:
-                    rec.weight_grad.update_param(w.grad._data)
+        if self._active and self._detail:
+            if self.weights:
+                for rec in self.records.values():
+                    if rec.level != "module" or rec.key != rec.name:   # a second use shares the first's weights
+                        continue
+                    w = getattr(rec.module, "weight", None)
+                    if w is None or not hasattr(w, "_data"):
+                        continue
+                    rec.weight.update_param(w._data)
+                    rec.fan_in = math.prod(w.shape[1:]) if w.ndim > 1 else None
+                    if w.grad is not None:
+                        rec.weight_grad.update_param(w.grad._data)
         if self._active:
             self.steps_sampled += 1
         self.steps_seen += 1
@@ -624,22 +607,25 @@ class Lens:
         self._summ.clear()
         self._moms.clear()
         self._active = (self.steps_seen % self.every) == 0
+        self._detail = self._active and (self.steps_sampled % self.weight_every == 0)
 
     def detach(self):
         """Remove every hook; the model then runs as if the lens had never been attached."""
+        self._unhook()
         for h in self._handles:
             h.remove()
         self._handles.clear()
         self._produced.clear()
         self._summ.clear()
         self._moms.clear()
+        self._stack.clear()
         self._active = False
 
-    def report(self, direction=None, max_rows=None):
+    def report(self, direction=None, max_rows=None, level="module"):
         """Predicted vs measured second moments as a text table (compare + report.table)."""
         from varlens.lens.compare import compare
         from varlens.lens.report import table
-        return table(compare(self), direction=direction, max_rows=max_rows)
+        return table(compare(self, level=level), direction=direction, max_rows=max_rows)
 
     def __enter__(self):
         return self
@@ -655,6 +641,28 @@ class Lens:
         return sorted(self.records.values(), key=lambda r: r.order)
 
 
-class _Tap:
-    """Stands in for a module in records made by Lens.tap."""
-    training = True
+def _window_correlation(x, kernel):
+    """Mean correlation coefficient between the entries of one pooling window (lags inside a
+    kernel, per channel, pooled): the measured input structure the average-pool rule needs."""
+    if x.ndim < 3:
+        return 0.0
+    k = (kernel, kernel) if isinstance(kernel, int) else tuple(kernel)
+    xs = x.astype(np.float64)
+    xs = xs - xs.mean(axis=tuple(range(2, xs.ndim)), keepdims=True)
+    v = float(np.mean(xs * xs))
+    if v <= 0:
+        return 0.0
+    kh = k[0]
+    kw = k[-1]
+    tot, pairs = 0.0, 0
+    for dy in range(-(kh - 1), kh):
+        for dx in range(-(kw - 1), kw):
+            if dy == 0 and dx == 0:
+                continue
+            w = (kh - abs(dy)) * (kw - abs(dx))          # pairs at this lag inside one window
+            a = xs[..., max(dy, 0):xs.shape[-2] + min(dy, 0), max(dx, 0):xs.shape[-1] + min(dx, 0)]
+            b = xs[..., max(-dy, 0):xs.shape[-2] + min(-dy, 0), max(-dx, 0):xs.shape[-1] + min(-dx, 0)]
+            if a.size:
+                tot += w * float(np.mean(a * b)) / v
+                pairs += w
+    return tot / pairs if pairs else 0.0

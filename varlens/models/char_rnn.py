@@ -20,7 +20,7 @@ import numpy as np
 
 from varlens import nn
 from varlens.nn import functional as F
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 
 class CharRNN(nn.Module):
@@ -44,7 +44,7 @@ class CharRNN(nn.Module):
 
     def hidden_states(self, idx, state=None):
         """Top-layer hidden states (T, B, H) for ``idx`` (T, B), e.g. for neuron pictures."""
-        from varlens.autograd.grad_mode import no_grad
+        from varlens.core.grad_mode import no_grad
         with no_grad():
             out, _ = self.rnn(self.embed(idx), state)
         return out
@@ -58,7 +58,7 @@ class CharRNN(nn.Module):
 
     def sample(self, vocab, prefix, n_chars=200, temperature=1.0, top_k=None, top_p=None, generator=None):
         """Continue ``prefix`` by ``n_chars`` characters sampled at ``temperature`` (0 = greedy)."""
-        from varlens.autograd.grad_mode import no_grad
+        from varlens.core.grad_mode import no_grad
         from varlens.text.decoding import sample_logits
         from varlens.text.decoding import _rng
         if not prefix:
@@ -108,7 +108,7 @@ def iterate_chunks(streams, seq_len):
 
 def evaluate_bpc(model, streams, seq_len=200):
     """Bits per character of ``model`` on ``streams`` (state carried through the whole text)."""
-    from varlens.autograd.grad_mode import no_grad
+    from varlens.core.grad_mode import no_grad
     was = model.training
     model.eval()
     total, count, state = 0.0, 0, None

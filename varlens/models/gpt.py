@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 
 import varlens as vl
 from varlens import nn
-from varlens.backend import xp
+from varlens.core.array import xp
 from varlens.nn import functional as F
 from varlens.nn.positional import apply_rotary, rope_angles, sinusoidal_table
 from varlens.ops.attention import scaled_dot_product_attention

@@ -26,7 +26,7 @@ import varlens as vl
 from varlens import nn
 from varlens.nn import functional as F
 from varlens.nn.utils.rnn import pack_padded_sequence
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 
 class BahdanauAttention(nn.Module):
@@ -155,7 +155,7 @@ def sequence_loss(logits, tgt_out, pad_idx=0):
 def translate(model, vocab, sources, beam_size=1, max_len=None, record_attention=False):
     """Decode a list of source strings; greedy (batched) for beam 1, else beam search one by one.
     Returns the output strings (and, with ``record_attention``, one (T', S) matrix each)."""
-    from varlens.autograd.grad_mode import no_grad
+    from varlens.core.grad_mode import no_grad
     from varlens.text.decoding import beam_search, greedy_decode
     was = model.training
     model.eval()
@@ -246,7 +246,7 @@ def train_seq2seq(train_pairs, val_pairs=None, attention=True, vocab=None, embed
 
 def sequence_nll(model, vocab, pairs):
     """-log p(y | x) per pair, summed over target tokens (seed 003 eq. 6.4.2)."""
-    from varlens.autograd.grad_mode import no_grad
+    from varlens.core.grad_mode import no_grad
     src, src_len, tgt_in, tgt_out = make_batch(vocab, pairs)
     with no_grad():
         logits = model(src, src_len, tgt_in)

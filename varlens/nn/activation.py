@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import warnings
 
-from varlens.backend import xp
+from varlens.core.array import xp
 from varlens.nn import functional as F
+from varlens.nn.functional.activation import _check_prelu, _prelu
 from varlens.nn._errors import ArgAssertionError as HardtanhArgError
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
@@ -176,12 +177,12 @@ class PReLU(Module):
     def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
         super().__init__()
         self.num_parameters = num_parameters
-        from varlens import backend as B
-        self.weight = Parameter(xp.full((num_parameters,), init, dtype=B.to_dtype(dtype) or B.get_default_dtype()))
+        from varlens.core import dtypes as DT
+        self.weight = Parameter(xp.full((num_parameters,), init, dtype=DT.to_dtype(dtype) or DT.get_default_dtype()))
 
     def forward(self, input):
-        F._check_prelu(input, self.weight, f"PReLU(num_parameters={self.num_parameters})")
-        return F._prelu(input, self.weight)
+        _check_prelu(input, self.weight, f"PReLU(num_parameters={self.num_parameters})")
+        return _prelu(input, self.weight)
 
     def extra_repr(self):
         return f"num_parameters={self.num_parameters}"

@@ -12,18 +12,18 @@ value share the embedding size, else ``q_proj_weight``, ``k_proj_weight``,
 from __future__ import annotations
 
 from varlens import ops
-from varlens.backend import xp
+from varlens.core.array import xp
 from varlens.nn import init
 from varlens.nn._errors import ArgAssertionError, ShapeAssertionError
 from varlens.nn.linear import Linear
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
 from varlens.ops.attention import scaled_dot_product_attention
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 
 def _empty(*shape, dtype=None):
-    from varlens.backend import get_default_dtype
+    from varlens.core.dtypes import get_default_dtype
     return Parameter(Tensor._make(xp.empty(shape, dtype=dtype or get_default_dtype())))
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from varlens import backend as B
-from varlens.backend import xp
+from varlens.core import dtypes as DT
+from varlens.core.array import xp
 from varlens.nn import functional as F
 from varlens.nn import init
 from varlens.nn._errors import ArgRuntimeError
@@ -79,7 +79,7 @@ class _ConvNd(Module):
         else:
             widths = [(p, p) for p in self.padding]
         self._reversed_padding_repeated_twice = [w for pair in reversed(widths) for w in pair]
-        dt = B.to_dtype(dtype) or B.get_default_dtype()
+        dt = DT.to_dtype(dtype) or DT.get_default_dtype()
         if self._transposed:
             shape = (in_channels, out_channels // groups) + self.kernel_size
         else:

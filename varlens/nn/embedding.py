@@ -1,14 +1,14 @@
 """Embedding: a lookup table of rows, trained by gradients that accumulate over repeated indices."""
 from __future__ import annotations
 
-from varlens import backend as B
-from varlens.backend import xp
+from varlens.core import dtypes as DT
+from varlens.core.array import xp
 from varlens.nn import functional as F
 from varlens.nn import init
 from varlens.nn._errors import ArgAssertionError
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 
 def _check_sizes(num_embeddings, embedding_dim, what):
@@ -38,7 +38,7 @@ def _init_table(module, _weight, dtype, requires_grad, what):
     ``module.reset_parameters()``, or the given ``_weight`` after a shape check."""
     shape = (module.num_embeddings, module.embedding_dim)
     if _weight is None:
-        dt = B.to_dtype(dtype) or B.get_default_dtype()
+        dt = DT.to_dtype(dtype) or DT.get_default_dtype()
         module.weight = Parameter(xp.empty(shape, dtype=dt), requires_grad=requires_grad)
         module.reset_parameters()
     else:

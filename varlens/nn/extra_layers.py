@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import numbers
 
-from varlens.backend import xp
+from varlens.core.array import xp
 from varlens.nn import functional as F
+from varlens.nn.functional.loss import _check_reduction
 from varlens.nn.embedding import Embedding, _check_padding_idx, _check_sizes, _init_table
 from varlens.nn.module import Module
 from varlens.nn.norm import _BatchNorm, _NormBase
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 __all__ = [
     "Hardsigmoid", "Hardswish", "Hardshrink", "Softshrink", "Tanhshrink", "GLU", "RReLU", "Softmax2d",
@@ -738,7 +739,7 @@ class LinearCrossEntropyLoss(Module):
             raise RuntimeError(f"expected weight shape to be {(num_classes,)}, got {tuple(weight.shape)}")
         if not 0 <= label_smoothing <= 1.0:
             raise RuntimeError(f"expected label_smoothing to be in range [0, 1], got {label_smoothing}")
-        F._check_reduction(reduction, "LinearCrossEntropyLoss")
+        _check_reduction(reduction, "LinearCrossEntropyLoss")
         self.reduction = reduction
         self.register_buffer("weight", weight)
         self.num_classes, self.out_features = num_classes, tuple(out_features)

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import math
 
-from varlens.autograd.grad_mode import no_grad
-from varlens.backend import xp
+from varlens.core.grad_mode import no_grad
+from varlens.core.array import xp
 from varlens.random import _gen
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_",

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import math
 
-from varlens import backend as B
-from varlens.backend import xp
+from varlens.core import dtypes as DT
+from varlens.core.array import xp
 from varlens.nn import functional as F
+from varlens.nn.functional._common import _type_name
 from varlens.nn import init
 from varlens.nn._errors import ArgRuntimeError
 from varlens.nn.module import Module
@@ -15,7 +16,7 @@ from varlens.ops import shape as _shape
 
 
 def _empty(*shape, dtype=None):
-    return Parameter(xp.empty(shape, dtype=B.to_dtype(dtype) or B.get_default_dtype()))
+    return Parameter(xp.empty(shape, dtype=DT.to_dtype(dtype) or DT.get_default_dtype()))
 
 
 def _check_device(device):
@@ -77,7 +78,7 @@ class Linear(Module):
             s = input._data.shape
         except AttributeError:
             raise TypeError(f"linear(): argument 'input' (position 1) must be Tensor, not "
-                            f"{F._type_name(input)}") from None
+                            f"{_type_name(input)}") from None
         ws = w._data.shape
         if not s or len(ws) != 2 or s[-1] != ws[1]:  # checked against the weight: it may have been replaced
             _nn.linear_shape_error(s, ws, f"Linear(in_features={self.in_features}, "

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 from varlens.nn import functional as F
+from varlens.nn.functional.loss import _legacy_reduction
 from varlens.nn.module import Module
 
 
 class _Loss(Module):
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        self.reduction = F._legacy_reduction(size_average, reduce, reduction)
+        self.reduction = _legacy_reduction(size_average, reduce, reduction)
 
 
 class _WeightedLoss(_Loss):

@@ -12,11 +12,12 @@ import itertools
 from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
 
-from varlens import backend as B
-from varlens.autograd import grad_mode as _gm
-from varlens.autograd.function import Function
+from varlens.core import array as B
+from varlens.core import dtypes as DT
+from varlens.core import grad_mode as _gm
+from varlens.core.function import Function
 from varlens.nn.parameter import Parameter
-from varlens.tensor import Tensor, parse_to
+from varlens.core.tensor import Tensor, parse_to
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
     """load_state_dict's result, printed as PyTorch prints it."""
@@ -504,19 +505,19 @@ class Module:
         dtype = parse_to(args, kwargs)
         if dtype is None:
             return self
-        dt = B.to_dtype(dtype)
+        dt = DT.to_dtype(dtype)
         if dt.kind != "f":
             raise TypeError(f"Module.to() only accepts floating point dtypes, but got desired dtype={dt}")
         return self._apply(lambda a: a.astype(dt) if a.dtype.kind == "f" and a.dtype != dt else a)
 
     def float(self):
-        return self.to(B.float32)
+        return self.to(DT.float32)
 
     def double(self):
-        return self.to(B.float64)
+        return self.to(DT.float64)
 
     def half(self):
-        return self.to(B.float16)
+        return self.to(DT.float16)
 
     def type(self, dst_type):
         return self.to(dst_type)

@@ -1,18 +1,20 @@
 """Normalisation layers: BatchNorm1d/2d/3d, LayerNorm, RMSNorm, GroupNorm."""
 from __future__ import annotations
 
-from varlens import backend as B
-from varlens.backend import xp
+from varlens.core import array as B
+from varlens.core import dtypes as DT
+from varlens.core.array import xp
 from varlens.nn import functional as F
+from varlens.nn.functional.normalization import _norm_shape, _check_group_norm, _group_norm
 from varlens.nn import init
 from varlens.nn._errors import ArgRuntimeError, ArgZeroDivisionError
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 
 def _dt(dtype):
-    return B.to_dtype(dtype) or B.get_default_dtype()
+    return DT.to_dtype(dtype) or DT.get_default_dtype()
 
 
 def _affine_params(module, shape, dt, affine, bias=True):
@@ -141,7 +143,7 @@ class LayerNorm(Module):
 
     def __init__(self, normalized_shape, eps=1e-05, elementwise_affine=True, bias=True, device=None, dtype=None):
         super().__init__()
-        self.normalized_shape = F._norm_shape(normalized_shape)
+        self.normalized_shape = _norm_shape(normalized_shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
         self._has_bias = bool(bias) and bool(elementwise_affine)
         _affine_params(self, self.normalized_shape, _dt(dtype), elementwise_affine, bias)
@@ -162,7 +164,7 @@ class RMSNorm(Module):
 
     def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
         super().__init__()
-        self.normalized_shape = F._norm_shape(normalized_shape)
+        self.normalized_shape = _norm_shape(normalized_shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
         if elementwise_affine:
             self.weight = Parameter(xp.ones(self.normalized_shape, dtype=_dt(dtype)))
@@ -197,9 +199,9 @@ class GroupNorm(Module):
     reset_parameters = _reset_affine
 
     def forward(self, input):
-        F._check_group_norm(input, self.num_groups, self.weight, self.bias,
+        _check_group_norm(input, self.num_groups, self.weight, self.bias,
                             f"GroupNorm({self.num_groups}, {self.num_channels})")
-        return F._group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+        return _group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, bias={self._has_bias}"

@@ -1,8 +1,9 @@
 """Parameter: a leaf tensor that a Module registers as learnable."""
 from __future__ import annotations
 
-from varlens import backend as B
-from varlens.tensor import Tensor
+from varlens.core import array as B
+from varlens.core import dtypes as DT
+from varlens.core.tensor import Tensor
 
 
 class Parameter(Tensor):
@@ -10,7 +11,7 @@ class Parameter(Tensor):
 
     def __init__(self, data=None, requires_grad=True):
         if data is None:
-            data = B.xp.empty((0,), dtype=B.get_default_dtype())
+            data = B.xp.empty((0,), dtype=DT.get_default_dtype())
         arr = data._data if isinstance(data, Tensor) else B.as_array(data)
         self._data = arr
         self.grad = None

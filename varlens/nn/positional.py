@@ -8,8 +8,9 @@ depend only on the relative position i - j.
 """
 from __future__ import annotations
 
-from varlens.backend import get_default_dtype, xp
-from varlens.tensor import Tensor
+from varlens.core.dtypes import get_default_dtype
+from varlens.core.array import xp
+from varlens.core.tensor import Tensor
 
 
 def sinusoidal_table(n_positions, d_model, base=10000.0, dtype=None):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from varlens import ops as _ops
-from varlens.backend import get_default_dtype, to_dtype
+from varlens.core.dtypes import get_default_dtype, to_dtype
 from varlens.nn import functional as F
 from varlens.nn._errors import ArgTypeError
 from varlens.nn.module import Module
@@ -31,7 +31,7 @@ from varlens.nn.parameter import Parameter
 from varlens.nn.utils.rnn import PackedSequence
 from varlens.ops import rnn_ops as _R
 from varlens.random import _gen
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 
@@ -229,7 +229,7 @@ class RNNBase(Module):
 
 
 def _empty(shape, dt):
-    from varlens.backend import xp
+    from varlens.core.array import xp
     return xp.zeros(shape, dtype=dt)
 
 

@@ -35,7 +35,8 @@ from __future__ import annotations
 import math
 
 from varlens import ops
-from varlens.backend import get_default_dtype, xp
+from varlens.core.dtypes import get_default_dtype
+from varlens.core.array import xp
 from varlens.nn import functional as F
 from varlens.nn import init
 from varlens.nn.container import ModuleList
@@ -45,7 +46,7 @@ from varlens.nn.linear import Linear
 from varlens.nn.module import Module
 from varlens.nn.norm import LayerNorm
 from varlens.nn.parameter import Parameter
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 
 def relative_sinusoid(klen, d_model, dtype=None):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 
-from varlens.backend import xp
+from varlens.core.array import xp
 from varlens.nn import functional as F
 from varlens.nn.attention import MultiheadAttention
 from varlens.nn.container import ModuleList
@@ -20,7 +20,7 @@ from varlens.nn.dropout import Dropout
 from varlens.nn.linear import Linear
 from varlens.nn.module import Module
 from varlens.nn.norm import LayerNorm
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 
 def _activation(a):
@@ -35,7 +35,7 @@ def _activation(a):
 
 def generate_square_subsequent_mask(sz, dtype=None):
     """(sz, sz) float mask with -inf above the diagonal (torch.nn.Transformer's helper)."""
-    from varlens.backend import get_default_dtype
+    from varlens.core.dtypes import get_default_dtype
     m = xp.triu(xp.full((sz, sz), -xp.inf), k=1).astype(dtype or get_default_dtype())
     return Tensor._make(m)
 

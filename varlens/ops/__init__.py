@@ -3,7 +3,6 @@ grouped by family, plus the functions users call.  The table at the bottom
 installs the Tensor methods and operators, so ``x.sum(1)`` and ``x + y`` land here."""
 from __future__ import annotations
 
-from varlens.ops import dual
 from varlens.ops.attention import scaled_dot_product_attention
 from varlens.ops.compare import (allclose, bitwise_and, bitwise_not, bitwise_or, ceil, eq, equal,
                                  floor, floor_divide, ge, gt, isclose, isfinite, isinf, isnan, le,
@@ -28,9 +27,8 @@ from varlens.ops.shape import (broadcast_to, cat, chunk, concat, concatenate, ex
                                flatten, flip, movedim, permute, repeat, reshape, split, squeeze,
                                stack, swapaxes, t, transpose, unbind, unflatten, unsqueeze, view,
                                view_as)
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
-dual.Tensor = Tensor
 
 clip = clamp
 multiply = mul
@@ -126,6 +124,9 @@ _METHODS = {
     "allclose": allclose, "equal": equal,
 }
 
+from varlens.ops.tensor_methods import METHODS as _TENSOR_METHODS  # noqa: E402  (add_, to, clone, x[k] = v, ...)
+
+_METHODS.update(_TENSOR_METHODS)
 for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
 del _name, _fn

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import math
 
-from varlens.autograd.function import Function
-from varlens import backend as B
-from varlens.backend import xp
+from varlens.core.function import Function
+from varlens.core import array as B
+from varlens.core.array import xp
 
 
 def _swap(a):
@@ -86,7 +86,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     """torch.nn.functional.scaled_dot_product_attention: boolean masks mark allowed positions
     (True = attend), float masks are added to the logits.  ``return_weights=True`` (varlens
     only) also returns the attention probabilities, for the lens and for plots."""
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
         raise RuntimeError("scaled_dot_product_attention: query, key and value need at least 2 dims "
                            f"(..., L, E); got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
@@ -113,7 +113,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         g = _gen(generator)
         shape = tuple(query.shape[:-1]) + (S,)
         dmask = (g.random(shape) >= dropout_p).astype(query.dtype)
-    from varlens.autograd import grad_mode
+    from varlens.core import grad_mode
     if grad_mode._enabled[0] and ((isinstance(attn_mask, Tensor) and attn_mask.requires_grad and not is_causal)
                                   or (return_weights and (query.requires_grad or key.requires_grad
                                                           or value.requires_grad))):
@@ -141,7 +141,7 @@ def _sdpa_composed(query, key, value, mask, dmask, sc, p, return_weights):
     or array added to the logits, or None.  The returned weights are taken after dropout, as
     PyTorch's MultiheadAttention returns them."""
     from varlens import ops
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     s = ops.matmul(query, ops.transpose(key, -2, -1)) * sc
     if mask is not None:
         if not isinstance(mask, Tensor) and mask.dtype == bool:

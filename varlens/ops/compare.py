@@ -1,17 +1,17 @@
 """Comparisons and logical ops: no gradient (their outputs are bool or integer)."""
 from __future__ import annotations
 
-from varlens.autograd.function import Function
-from varlens.backend import xp
+from varlens.core.function import Function
+from varlens.core.array import xp
 
 
 def _arr(v):
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     return v._data if isinstance(v, Tensor) else v
 
 
 def _mk(fn):
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
 
     def f(a, b=None):
         r = fn(_arr(a)) if b is None else fn(_arr(a), _arr(b))
@@ -98,5 +98,5 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     return Tensor._make(xp.isclose(_arr(a), _arr(b), rtol=rtol, atol=atol, equal_nan=equal_nan))

@@ -31,9 +31,9 @@ from __future__ import annotations
 import math
 import threading
 
-from varlens.autograd.function import Function
-from varlens.backend import xp
-from varlens.ops import dual as D
+from varlens.core.function import Function
+from varlens.core.array import xp
+from varlens.core import primitives as D
 
 _as_strided = xp.lib.stride_tricks.as_strided
 
@@ -1006,7 +1006,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     out = MaxPool2dFn.apply(x, kernel_size=k, stride=s, padding=p, dilation=d, ceil_mode=bool(ceil_mode))
     idx = None
     if return_indices:
-        from varlens.tensor import Tensor
+        from varlens.core.tensor import Tensor
         node = out._node
         if node is None:  # no graph recorded: recompute the routing once
             fn = MaxPool2dFn.__new__(MaxPool2dFn)
@@ -1046,7 +1046,7 @@ def int_avg_pool(input, op, pool):
     divisor, rounded toward zero), other integer and bool dtypes raise NotImplementedError.
     ``pool`` pools a float64 tensor (exact for sums below 2**53)."""
     from varlens.ops.elementwise import torch_dtype_name
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     dt = input.dtype
     if dt != xp.int64:
         raise NotImplementedError(f'"{op}" not implemented for \'{torch_dtype_name(dt)}\' ({op}: average '
@@ -1072,7 +1072,7 @@ def adaptive_avg_pool2d(input, output_size):
     gradient is A_h^T g A_w (the matmul backward).
     """
     from varlens import ops
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     op = "adaptive_avg_pool2d"
     _check_input(input, 3, op)
     if input.dtype.kind != "f":

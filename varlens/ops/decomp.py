@@ -13,7 +13,7 @@ Each backward is the adjoint of the decomposition's differential (matrix calculu
 A = f(A)'s defining identity); none of these derivations is in the seed notes, which only use
 matrix products (seed 003 eq. 1.6.5, g @ W^T and x^T @ g): they are standard results, and
 each is checked against finite differences and against PyTorch in tests/test_linalg_decomp.py.
-The backwards are written with ``varlens.ops.dual`` helpers, so with ``create_graph=True``
+The backwards are written with ``varlens.core.primitives`` helpers, so with ``create_graph=True``
 they are recorded and second derivatives work (except lstsq, which goes through a composite).
 
 varlens has no complex dtypes: eig/eigvals (complex results in general) are not provided.
@@ -23,12 +23,12 @@ from __future__ import annotations
 import math
 from collections import namedtuple
 
-from varlens.autograd import grad_mode as _gm
-from varlens.autograd.function import Function
-from varlens.backend import xp
-from varlens.ops import dual as D
+from varlens.core import grad_mode as _gm
+from varlens.core.function import Function
+from varlens.core.array import xp
+from varlens.core import primitives as D
 from varlens.ops.misc import _diag_indices
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 
 class LinAlgError(RuntimeError):

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import string
 
-from varlens.autograd.function import Function
-from varlens.backend import xp
+from varlens.core.function import Function
+from varlens.core.array import xp
 
 _LETTERS = string.ascii_letters
 
@@ -140,7 +140,7 @@ def _np_eye(n, like):
 
 
 def _t_eye(n, like):
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     return Tensor._make(xp.eye(n, dtype=like.dtype))
 
 
@@ -185,14 +185,14 @@ class Einsum(Function):
 
 
 def _ones(shape, like):
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     return Tensor._make(xp.ones(shape, dtype=like.dtype))
 
 
 def einsum(equation, *operands):
     """torch.einsum: sums of products over named subscripts, with '...' and repeated
     subscripts (traces / diagonals); differentiable in every operand."""
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     if not isinstance(equation, str):

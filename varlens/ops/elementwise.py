@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import math
 
-from varlens.autograd import function as _F
-from varlens.autograd.function import Function
-from varlens import backend as B
-from varlens.backend import get_default_dtype, xp
-from varlens.ops import dual as D
+from varlens.core import function as _F
+from varlens.core.function import Function
+from varlens.core import array as B
+from varlens.core.dtypes import get_default_dtype
+from varlens.core.array import xp
+from varlens.core import primitives as D
+from varlens.core.primitives import Clone
+from varlens.ops.kernels import pointwise as _KP
+from varlens.core.dtypes import torch_dtype_name  # noqa: F401  (used below; other ops import it from core.dtypes)
 
 
 _PY = (float, int, bool)
@@ -99,16 +103,6 @@ def _scalarize(v):
     if type(v).__module__ == "numpy" and hasattr(v, "item") and getattr(v, "ndim", 1) == 0:
         return v.item()
     return v
-
-
-_TORCH_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
-                "int64": "Long", "float16": "Half", "float32": "Float", "float64": "Double",
-                "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
-
-
-def torch_dtype_name(dtype):
-    """PyTorch's short name of a dtype ('Long' for int64, 'Float' for float32), for messages."""
-    return _TORCH_NAMES.get(str(dtype), str(dtype))
 
 
 def _fl(x):
@@ -220,6 +214,8 @@ class Pow(Function):
         if e.__class__ is int and e < 0 and getattr(x, "dtype", _F64).kind in "iub":
             raise RuntimeError("Integers to negative integer powers are not allowed "
                                f"(pow: base of dtype {x.dtype}, exponent {e}); use a float base")
+        if x.__class__ is xp.ndarray and x.dtype.kind == "f" and _KP.small_power(e):
+            return _KP.int_power(x, _KP.small_power(e))  # x*x*x, not powf per element
         try:
             out = x ** e
         except ValueError:  # NumPy refuses negative integer exponents held in a tensor
@@ -236,7 +232,11 @@ class Pow(Function):
         n = self.next
         gx = ge = None
         if n[0] is not None:
-            gx = g * e * x ** (e - 1) if not isinstance(e, (int, float)) or e != 0 else g * 0
+            if g.__class__ is xp.ndarray and x.__class__ is xp.ndarray and x.dtype.kind == "f" \
+                    and _KP.small_power(e):
+                gx = _KP.int_power_grad(g, x, _KP.small_power(e))  # g e x^(e-1) by multiplies
+            else:
+                gx = g * e * x ** (e - 1) if not isinstance(e, (int, float)) or e != 0 else g * 0
         if n[1] is not None:
             # d/de x^e = x^e log x.  As PyTorch: 0 where x == 0, NaN where x < 0 (log of a
             # negative).  log is taken of a safe value at 0 so second derivatives stay finite.
@@ -378,7 +378,7 @@ class Erf(Function):
     """out = erf x;  d/dx = 2/sqrt(pi) exp(-x^2)."""
 
     def forward(self, x):
-        from varlens.backend import erf
+        from varlens.core.array import erf
         self.save_for_backward(x)
         return erf(x).astype(x.dtype, copy=False)
 
@@ -585,7 +585,9 @@ class GELU(Function):
             y *= x
             y *= 0.5
             return y
-        from varlens.backend import erf
+        if x.__class__ is xp.ndarray and x.ndim:
+            return _KP.gelu(x)  # one compiled pass for float32 (NumPy + SciPy's erf otherwise)
+        from varlens.core.array import erf
         return (0.5 * x * (1 + erf(x / math.sqrt(2.0)))).astype(x.dtype, copy=False)
 
     def backward(self, g):
@@ -609,6 +611,8 @@ class GELU(Function):
             s += 0.5                    # (1 + t)/2 + u (1 - t^2)
             s *= g
             return s
+        if g.__class__ is xp.ndarray and x.__class__ is xp.ndarray and x.ndim:
+            return _KP.gelu_grad(g, x)  # g (Phi(x) + x phi(x)) in one pass
         cdf = 0.5 * (1 + D.erf(x * (1 / math.sqrt(2.0))))
         pdf = D.exp(-0.5 * x * x) * _INV_SQRT_2PI
         return g * (cdf + x * pdf)
@@ -720,16 +724,6 @@ class Cast(Function):
     def backward(self, g):
         if self.in_dtype.kind not in "fc":
             return None
-        return g
-
-
-class Clone(Function):
-    """out = a copy of x;  d/dx = 1."""
-
-    def forward(self, x):
-        return x.copy()
-
-    def backward(self, g):
         return g
 
 
@@ -946,7 +940,7 @@ def minimum(a, b):
 
 def where(cond, a=None, b=None):
     """where(cond, a, b) picks elementwise; where(cond) alone is nonzero(cond, as_tuple=True)."""
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     if a is None and b is None:
         from varlens.ops.misc import nonzero
         return nonzero(cond, as_tuple=True)
@@ -965,7 +959,7 @@ def cast(x, dtype):
     dt = xp.dtype(dtype)
     if dt.kind not in "fc":
         # integer and bool tensors never require grad (as in PyTorch): x.long() leaves the graph
-        from varlens.tensor import Tensor
+        from varlens.core.tensor import Tensor
         data = x._data if isinstance(x, Tensor) else xp.asarray(x)
         return Tensor._make(data if data.dtype == dt else data.astype(dt))
     return Cast.apply(x, dtype)

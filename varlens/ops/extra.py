@@ -8,11 +8,12 @@ Each function takes the tensor first, as the method does; ``install`` attaches t
 from __future__ import annotations
 
 
-from varlens import backend as B
-from varlens.autograd import grad_mode as _gm
-from varlens.autograd.function import Function
-from varlens.backend import xp
-from varlens.tensor import Tensor
+from varlens.core import dtypes as DT
+from varlens.core import grad_mode as _gm
+from varlens.core.function import Function
+from varlens.core.array import xp
+from varlens.core.tensor import Tensor
+from varlens.ops.tensor_methods import _inplace, _random_
 
 
 def _o():
@@ -44,7 +45,7 @@ def _index_along(x, dim, index, what, src_shape=None):
     shape[d] = idx.size
     full = list(x.shape) if src_shape is None else list(src_shape)
     full[d] = idx.size
-    return d, Tensor._make(xp.broadcast_to(idx.reshape(shape), full).astype(B.int64))
+    return d, Tensor._make(xp.broadcast_to(idx.reshape(shape), full).astype(DT.int64))
 
 
 def index_add(x, dim, index, source, *, alpha=1):
@@ -117,7 +118,7 @@ def count_nonzero(x, dim=None):
     if dim is not None:
         from varlens.ops.reduce import norm_dims
         dim = norm_dims(dim, x.ndim, "count_nonzero") if x.ndim else None
-    return Tensor._make(xp.asarray(xp.count_nonzero(a, axis=dim), dtype=B.int64))
+    return Tensor._make(xp.asarray(xp.count_nonzero(a, axis=dim), dtype=DT.int64))
 
 
 def diff(x, n=1, dim=-1, prepend=None, append=None):
@@ -160,7 +161,7 @@ def bincount(x, weights=None, minlength=0):
         raise RuntimeError("bincount: input must be a 1-D tensor of non-negative integers")
     w = None if weights is None else (weights._data if isinstance(weights, Tensor) else xp.asarray(weights))
     r = xp.bincount(a, weights=w, minlength=minlength)
-    return Tensor._make(r.astype(B.int64) if w is None else r.astype(w.dtype, copy=False))
+    return Tensor._make(r.astype(DT.int64) if w is None else r.astype(w.dtype, copy=False))
 
 
 def histc(x, bins=100, min=0, max=0):  # noqa: A002  (PyTorch's argument names)
@@ -171,7 +172,7 @@ def histc(x, bins=100, min=0, max=0):  # noqa: A002  (PyTorch's argument names)
     if lo == hi:
         lo, hi = lo - 1, hi + 1
     h, _ = xp.histogram(a, bins=bins, range=(lo, hi))
-    return Tensor._make(h.astype(a.dtype if a.dtype.kind == "f" else B.get_default_dtype()))
+    return Tensor._make(h.astype(a.dtype if a.dtype.kind == "f" else DT.get_default_dtype()))
 
 
 # ---------------------------------------------------------------- shapes
@@ -266,7 +267,7 @@ def _inplace_from(name, fn):
                 raise RuntimeError(f"{name}_: the result has shape {tuple(r._data.shape)}, not the "
                                    f"tensor's {tuple(a.shape)}")
             a[...] = r._data
-        return self._inplace(lambda: fn(self, *args, **kwargs), arr, other_rg)
+        return _inplace(self, lambda: fn(self, *args, **kwargs), arr, other_rg)
     method.__name__ = name + "_"
     method.__doc__ = f"In-place {name}."
     return method
@@ -292,9 +293,9 @@ def _random_fill(kind):
         g = _gen(generator)
         if kind == "exponential":
             lam = args[0] if args else 1.0
-            return self._random_(lambda s: -xp.log1p(-g.random(s)) / lam)
+            return _random_(self, lambda s: -xp.log1p(-g.random(s)) / lam)
         lo, hi = (0, args[0]) if len(args) == 1 else ((args[0], args[1]) if args else (0, 2 ** 24))
-        return self._random_(lambda s: g.integers(lo, hi, s))
+        return _random_(self, lambda s: g.integers(lo, hi, s))
     method.__name__ = kind + "_"
     return method
 
@@ -307,7 +308,7 @@ def install():
         "count_nonzero": count_nonzero, "diff": diff, "median": median, "bincount": bincount,
         "histc": histc, "narrow": narrow, "rot90": rot90, "fliplr": fliplr, "flipud": flipud,
         "type_as": type_as, "reshape_as": reshape_as, "unfold": unfold,
-        "byte": lambda s: s.to(B.uint8), "char": lambda s: s.to(B.int8), "short": lambda s: s.to(B.int16),
+        "byte": lambda s: s.to(DT.uint8), "char": lambda s: s.to(DT.int8), "short": lambda s: s.to(DT.int16),
         "stride": lambda s, dim=None: (tuple(st // s._data.itemsize for st in s._data.strides) if dim is None
                                        else s._data.strides[dim] // s._data.itemsize),
         "element_size": lambda s: s._data.itemsize,

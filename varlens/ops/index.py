@@ -6,15 +6,16 @@ embedding row used twice gets both contributions).
 """
 from __future__ import annotations
 
-from varlens.autograd.function import Function
-from varlens.backend import xp
-from varlens.autograd.grad_mode import _enabled
-from varlens.ops import dual as D
+from varlens.core.function import Function
+from varlens.core.array import xp
+from varlens.core.grad_mode import _enabled
+from varlens.core import primitives as D
+from varlens.core.primitives import IndexScatter, is_basic_index as _is_basic, scatter_array as _scatter_array
 
 
 def index_key(key):
     """Turn Tensors/lists inside an index into arrays; leave ints, slices, None, Ellipsis."""
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     if isinstance(key, tuple):
         return tuple(_one(k, Tensor) for k in key)
     return _one(key, Tensor)
@@ -39,20 +40,6 @@ def _one(k, Tensor):
     return k
 
 
-def _is_basic(key):
-    ks = key if isinstance(key, tuple) else (key,)
-    return all(k is None or k is Ellipsis or isinstance(k, (int, slice)) for k in ks)
-
-
-def _scatter_array(g, key, shape):
-    z = xp.zeros(shape, dtype=g.dtype)
-    if _is_basic(key):
-        z[key] = g
-    else:
-        xp.add.at(z, key, g)
-    return z
-
-
 class GetItem(Function):
     """out = x[key];  dL/dx = zeros with g added at key (repeats accumulate)."""
 
@@ -69,17 +56,6 @@ class GetItem(Function):
 
 def _fmt(key):
     return repr(key) if not hasattr(key, "shape") else f"array of shape {key.shape}"
-
-
-class IndexScatter(Function):
-    """out = zeros(shape) with g added at key;  dL/dg = out_grad[key] (the adjoint of GetItem)."""
-
-    def forward(self, g, key, shape):
-        self.key = key
-        return _scatter_array(g, key, shape)
-
-    def backward(self, gg):
-        return gg[self.key]
 
 
 class IndexPut(Function):
@@ -126,12 +102,12 @@ class Gather(Function):
 
 
 def _t(a):
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     return Tensor._make(a)
 
 
 def _zeros_tensor(shape, dtype):
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     return Tensor._make(xp.zeros(shape, dtype=dtype))
 
 
@@ -215,7 +191,7 @@ def index_scatter(g, key, shape):
 
 
 def index_put(x, key, value):
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     if not isinstance(value, Tensor):
         value = xp.asarray(value, dtype=x.dtype)
     return IndexPut.apply(x, index_key(key), value)
@@ -227,14 +203,14 @@ def _d(dim, x, op):
 
 
 def _same_dtype(x, src, op):
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     if isinstance(src, Tensor) and src._data.dtype != x._data.dtype:
         raise RuntimeError(f"{op}(): Expected self.dtype to be equal to src.dtype (self is {x._data.dtype}, "
                            f"src is {src._data.dtype})")
 
 
 def index_select(x, dim, index):
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     d = _d(dim, x, "index_select")
     idx = index._data if isinstance(index, Tensor) else xp.asarray(index)
     if idx.dtype.kind not in "iu":
@@ -251,7 +227,7 @@ def index_select(x, dim, index):
 
 
 def _check_index(index, x, dim, op):
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     idx = index._data if isinstance(index, Tensor) else xp.asarray(index)
     if idx.dtype.kind not in "iu":
         raise RuntimeError(f"{op}: index must be an int64 tensor, got dtype {idx.dtype}")
@@ -284,7 +260,7 @@ def scatter(x, dim, index, src=None, *, value=None):
 
 
 def masked_fill(x, mask, value):
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     m = mask._data if isinstance(mask, Tensor) else xp.asarray(mask)
     if m.dtype != bool:
         raise RuntimeError(f"masked_fill: mask must be a bool tensor, got dtype {m.dtype}")
@@ -302,7 +278,7 @@ def masked_fill(x, mask, value):
 
 
 def one_hot(index, num_classes=-1):
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     a = index._data if isinstance(index, Tensor) else xp.asarray(index)
     if a.dtype.kind not in "iu":
         raise RuntimeError(f"one_hot: expected an integer (int64) tensor of class indices, got dtype {a.dtype}")

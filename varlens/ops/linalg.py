@@ -6,10 +6,10 @@ Batch dimensions that were broadcast are summed away by the engine.
 """
 from __future__ import annotations
 
-from varlens.autograd.function import Function
-from varlens import backend as B
-from varlens.backend import xp
-from varlens.ops import dual as D
+from varlens.core.function import Function
+from varlens.core import array as B
+from varlens.core.array import xp
+from varlens.core import primitives as D
 
 
 class MatMul(Function):
@@ -198,7 +198,7 @@ def slogdet(a):
     from collections import namedtuple
     _square(a, "slogdet")
     sign = xp.linalg.slogdet(a._data)[0]
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     return namedtuple("slogdet", ["sign", "logabsdet"])(Tensor._make(xp.asarray(sign, dtype=a.dtype)),
                                                         LogAbsDet.apply(a))
 

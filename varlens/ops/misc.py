@@ -3,11 +3,11 @@ repeat_interleave, nonzero/unique.  Differentiable ones are built from existing 
 (masks, gathers, concatenation), so their gradients come from those ops' backward."""
 from __future__ import annotations
 
-from varlens.backend import xp
+from varlens.core.array import xp
 
 
 def _T():
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     return Tensor
 
 

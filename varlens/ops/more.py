@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 
-from varlens import backend as B
-from varlens.autograd.function import Function
-from varlens.backend import xp
-from varlens.ops import dual as D
-from varlens.tensor import Tensor
+from varlens.core import dtypes as DT
+from varlens.core.function import Function
+from varlens.core.array import xp
+from varlens.core import primitives as D
+from varlens.core.tensor import Tensor
 
 
 def _o():
@@ -34,7 +34,7 @@ def _T(v, like=None):
 # ---------------------------------------------------------------- Functions (no primitive to compose)
 class _Elementary(Function):
     """y = fn(x) for a NumPy ufunc; ``grad(g, x)`` gives the gradient from the saved input.  It is
-    written with Python operators and varlens.ops.dual, so it is differentiable again."""
+    written with Python operators and varlens.core.primitives, so it is differentiable again."""
 
     def forward(self, x):
         self.save_for_backward(x)
@@ -119,7 +119,7 @@ Digamma = _scipy_unary("Digamma", "digamma",
 
 
 def _float(x):
-    return x if x._data.dtype.kind in "fc" else x.to(B.get_default_dtype())
+    return x if x._data.dtype.kind in "fc" else x.to(DT.get_default_dtype())
 
 
 def atan(x):
@@ -382,7 +382,7 @@ def masked_select(input, mask):
 
 def take(input, index):
     idx = index._data if isinstance(index, Tensor) else xp.asarray(index)
-    return _o().reshape(input, (-1,))[Tensor._make(idx.astype(B.int64))]
+    return _o().reshape(input, (-1,))[Tensor._make(idx.astype(DT.int64))]
 
 
 def take_along_dim(input, indices, dim=None):
@@ -398,11 +398,11 @@ def take_along_dim(input, indices, dim=None):
     ishape = list(shape)
     ishape[d] = idx.shape[d]
     x = o.broadcast_to(input, tuple(xs)) if tuple(input.shape) != tuple(xs) else input
-    return o.gather(x, d, Tensor._make(xp.broadcast_to(idx, ishape).astype(B.int64)))
+    return o.gather(x, d, Tensor._make(xp.broadcast_to(idx, ishape).astype(DT.int64)))
 
 
 def argwhere(x):
-    return Tensor._make(xp.argwhere(x._data).astype(B.int64))
+    return Tensor._make(xp.argwhere(x._data).astype(DT.int64))
 
 
 def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
@@ -418,7 +418,7 @@ def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=
                                f"values {tuple(v.shape)} must match")
         s2, v2 = s.reshape(-1, s.shape[-1]), v.reshape(-1, v.shape[-1])
         r = xp.stack([xp.searchsorted(a, b, side=sd) for a, b in zip(s2, v2)]).reshape(v.shape)
-    return Tensor._make(xp.asarray(r).astype(B.int32 if out_int32 else B.int64))
+    return Tensor._make(xp.asarray(r).astype(DT.int32 if out_int32 else DT.int64))
 
 
 def bucketize(input, boundaries, *, out_int32=False, right=False):

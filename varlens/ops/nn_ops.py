@@ -7,14 +7,14 @@ cross-entropy cache intermediates (mean and reciprocal standard deviation, as
 llm.c does; the softmax probabilities), set ``differentiable_backward = False``
 and give a ``composite``: the same function from small ops, which second
 derivatives go through.  ``linear``, ``embedding``, ``pad`` and the dropout mask
-write their backward with ``varlens.ops.dual`` so it is itself differentiable.
+write their backward with ``varlens.core.primitives`` so it is itself differentiable.
 """
 from __future__ import annotations
 
-from varlens.autograd.function import Function
-from varlens import backend as B
-from varlens.backend import xp
-from varlens.ops import dual as D
+from varlens.core.function import Function
+from varlens.core import array as B
+from varlens.core.array import xp
+from varlens.core import primitives as D
 
 _ndarray = xp.ndarray
 _dot = xp.dot

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import builtins as _b
 
-from varlens.autograd.function import Function
-from varlens.backend import xp
-from varlens.ops import dual as D
+from varlens.core.function import Function
+from varlens.core.array import xp
+from varlens.core import primitives as D
 
 
 def norm_dims(dim, ndim, op):
@@ -368,7 +368,7 @@ from varlens.ops import return_types as _rt  # noqa: E402
 def max(x, dim=None, keepdim=False):  # noqa: A001
     """max(x) is the overall maximum; max(x, dim) returns (values, indices) as in PyTorch.
     max(x, other_tensor) is the elementwise maximum."""
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     if isinstance(dim, Tensor):
         from varlens.ops.elementwise import maximum
         return maximum(x, dim)
@@ -378,7 +378,7 @@ def max(x, dim=None, keepdim=False):  # noqa: A001
 
 
 def min(x, dim=None, keepdim=False):  # noqa: A001
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     if isinstance(dim, Tensor):
         from varlens.ops.elementwise import minimum
         return minimum(x, dim)
@@ -399,7 +399,7 @@ def _minmax_dim(x, dim, keepdim, argf, result):
 
 
 def argmax(x, dim=None, keepdim=False):
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     a = x._data
     if dim is None:
         if not a.size:
@@ -412,7 +412,7 @@ def argmax(x, dim=None, keepdim=False):
 
 
 def argmin(x, dim=None, keepdim=False):
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     a = x._data
     if dim is None:
         if not a.size:
@@ -505,12 +505,12 @@ def norm(x, p=2, dim=None, keepdim=False):
 
 
 def all(x, dim=None, keepdim=False):  # noqa: A001
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     r = xp.asarray(xp.all(x._data, axis=None if dim is None else norm_dims(dim, x.ndim, "all"), keepdims=keepdim))
     return Tensor._make(r.astype(xp.uint8) if x._data.dtype == xp.uint8 else r)  # uint8 stays uint8 (PyTorch)
 
 
 def any(x, dim=None, keepdim=False):  # noqa: A001
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     r = xp.asarray(xp.any(x._data, axis=None if dim is None else norm_dims(dim, x.ndim, "any"), keepdims=keepdim))
     return Tensor._make(r.astype(xp.uint8) if x._data.dtype == xp.uint8 else r)

@@ -39,8 +39,8 @@ from __future__ import annotations
 
 import weakref as _weakref
 
-from varlens.autograd.function import Function
-from varlens.backend import xp
+from varlens.core.function import Function
+from varlens.core.array import xp
 
 
 def _zeros_state(x, H):
@@ -605,7 +605,7 @@ class RNNCellFunction(RNNLayerFunction):
 # ====================================================================== composites (small ops)
 def _prep(x, h0, H, w_ih, b_ih, b_hh, mask):
     from varlens import ops as O
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     T = x.shape[0]
     xg = O.matmul(x, O.transpose(w_ih, 0, 1))
     if b_ih is not None:

@@ -2,9 +2,10 @@
 to the cotangent (reshape back, inverse permutation, split what was concatenated)."""
 from __future__ import annotations
 
-from varlens.autograd.function import Function
-from varlens.backend import xp
-from varlens.ops import dual as D
+from varlens.core.function import Function
+from varlens.core.array import xp
+from varlens.core import primitives as D
+from varlens.core.primitives import Clone
 from operator import index as _index
 
 
@@ -157,9 +158,9 @@ def _is_dtype(d):
 
 
 def _view_dtype(x, dtype):
-    from varlens import backend as B
-    from varlens.tensor import Tensor
-    dt = B.to_dtype(dtype)
+    from varlens.core import dtypes as DT
+    from varlens.core.tensor import Tensor
+    dt = DT.to_dtype(dtype)
     a = x._data
     if dt == a.dtype:
         return x
@@ -324,7 +325,7 @@ def _dim(dim, ndim, op):
 
 
 def _check_seq(tensors, op):
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)) and not hasattr(tensors, "__iter__"):
         raise TypeError(f"{op}(): argument 'tensors' (position 1) must be a tuple or list of Tensors, not "
                         f"{type(tensors).__name__} (write {op}([a, b]), not {op}(a, b))")
@@ -453,4 +454,3 @@ def repeat(x, *sizes):
     return reshape(Clone.apply(y), tuple(final))
 
 
-from varlens.ops.elementwise import Clone  # noqa: E402

@@ -6,7 +6,7 @@ scattered back to the positions they came from (the adjoint of a permutation).
 from __future__ import annotations
 
 
-from varlens.backend import xp
+from varlens.core.array import xp
 
 from varlens.ops.return_types import sort as SortResult, topk as TopKResult  # noqa: E402
 
@@ -19,7 +19,7 @@ def _dim(dim, ndim, op):
 
 
 def argsort(x, dim=-1, descending=False, stable=False):
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     a = x._data
     if a.ndim == 0:
         return Tensor._make(xp.zeros((), dtype=xp.int64))
@@ -43,7 +43,7 @@ def sort(x, dim=-1, descending=False, stable=False):
 
 def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     from varlens.ops.index import gather
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     d = _dim(dim, x.ndim, "topk")
     n = x.shape[d] if x.ndim else 1
     if not 0 <= k <= n:

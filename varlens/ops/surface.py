@@ -17,13 +17,14 @@ import itertools
 import math
 from collections import namedtuple
 
-from varlens import backend as B
-from varlens.autograd import grad_mode as _gm
-from varlens.autograd.function import Function
-from varlens.backend import xp
-from varlens.ops import dual as D
+from varlens.core import dtypes as DT
+from varlens.core import grad_mode as _gm
+from varlens.core.function import Function
+from varlens.core.array import xp
+from varlens.core import primitives as D
 from varlens.ops.more import _elementary, _scipy_unary, _sp
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
+from varlens.ops.tensor_methods import _random_
 
 
 def _o():
@@ -53,7 +54,7 @@ def _dim(x, dim, what, ndim=None):
 
 
 def _float(x):
-    return x if x.dtype.kind == "f" else _o().cast(x, B.get_default_dtype())
+    return x if x.dtype.kind == "f" else _o().cast(x, DT.get_default_dtype())
 
 
 def _to_last(x, d):
@@ -236,9 +237,9 @@ def binomial(count, prob, generator=None):
 def cumprod(input, dim, *, dtype=None):  # noqa: A002
     x = _tensor(input, "cumprod: input")
     if dtype is not None:
-        x = _o().cast(x, B.to_dtype(dtype))
+        x = _o().cast(x, DT.to_dtype(dtype))
     elif x.dtype.kind in "bu":
-        x = _o().cast(x, B.to_dtype("int64"))  # bool/uint8 products are int64, as PyTorch
+        x = _o().cast(x, DT.to_dtype("int64"))  # bool/uint8 products are int64, as PyTorch
     if x.ndim == 0:
         return _o().clone(x)
     return CumProd.apply(x, _dim(x, dim, "cumprod"))
@@ -268,7 +269,7 @@ from varlens.ops.return_types import mode as _Mode, nanmedian as _NanMedian  # n
 def _cum_extreme(input, dim, what, better):
     x = _tensor(input, f"{what}: input")
     if x.ndim == 0:
-        return _o().clone(x), Tensor._make(xp.zeros((), dtype=B.int64))
+        return _o().clone(x), Tensor._make(xp.zeros((), dtype=DT.int64))
     d = _dim(x, dim, what)
     a = xp.moveaxis(x._data, d, -1)
     n = a.shape[-1]
@@ -282,7 +283,7 @@ def _cum_extreme(input, dim, what, better):
         take = nan | (better(a, prev) & ~prev_nan)
     take[..., 0] = True
     idx = xp.maximum.accumulate(xp.where(take, xp.arange(n), 0), axis=-1)
-    idx = xp.moveaxis(idx, -1, d).astype(B.int64)
+    idx = xp.moveaxis(idx, -1, d).astype(DT.int64)
     it = Tensor._make(idx)
     return _o().gather(x, d, it), it
 
@@ -301,7 +302,7 @@ def mode(input, dim=-1, keepdim=False):  # noqa: A002
     of its last occurrence, as PyTorch; the value is gathered, so its gradient goes there."""
     x = _tensor(input, "mode: input")
     if x.ndim == 0:
-        return _Mode(_o().clone(x), Tensor._make(xp.zeros((), dtype=B.int64)))
+        return _Mode(_o().clone(x), Tensor._make(xp.zeros((), dtype=DT.int64)))
     d = _dim(x, dim, "mode")
     a = xp.moveaxis(x._data, d, -1)
     n = a.shape[-1]
@@ -315,7 +316,7 @@ def mode(input, dim=-1, keepdim=False):  # noqa: A002
     count = ar - run_start + 1
     best = xp.take_along_axis(s, xp.argmax(count, -1)[..., None], -1)
     last = n - 1 - xp.argmax(xp.flip(a == best, -1), -1)
-    idx = xp.moveaxis(last[..., None], -1, d).astype(B.int64)
+    idx = xp.moveaxis(last[..., None], -1, d).astype(DT.int64)
     it = Tensor._make(idx)
     vals = _o().gather(x, d, it)
     if not keepdim:
@@ -338,7 +339,7 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     if x.dtype.kind != "f":
         raise RuntimeError(f"nanmean: expected a floating point input, got dtype {x.dtype}")
     if dtype is not None:
-        x = o.cast(x, B.to_dtype(dtype))
+        x = o.cast(x, DT.to_dtype(dtype))
     keep = Tensor._make((~xp.isnan(x._data)).astype(x.dtype))
     return o.div(nansum(x, dim, keepdim), o.sum(keep, dim, keepdim=keepdim))
 
@@ -358,7 +359,7 @@ def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
         return flat[int(pos)] if k else o.clone(flat[int(order[0])]) * float("nan")
     d = _dim(x, dim, "nanmedian")
     if x.ndim == 0:
-        return _NanMedian(o.clone(x), Tensor._make(xp.zeros((), dtype=B.int64)))
+        return _NanMedian(o.clone(x), Tensor._make(xp.zeros((), dtype=DT.int64)))
     a = xp.moveaxis(x._data, d, -1)
     if a.shape[-1] == 0:
         raise IndexError(f"nanmedian: dimension {d} is empty")
@@ -366,7 +367,7 @@ def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
     k = (~xp.isnan(a)).sum(-1) if a.dtype.kind == "f" else xp.full(a.shape[:-1], a.shape[-1])
     pos = xp.maximum((k - 1) // 2, 0)
     idx = xp.take_along_axis(order, pos[..., None], -1)
-    idx = xp.moveaxis(idx, -1, d).astype(B.int64)
+    idx = xp.moveaxis(idx, -1, d).astype(DT.int64)
     it = Tensor._make(idx)
     vals = o.gather(x, d, it)
     if not keepdim:
@@ -388,7 +389,7 @@ def block_diag(*tensors):
                                f"{tuple(t.shape)}")
         mats.append(o.reshape(t, (1, 1)) if t.ndim == 0 else (o.reshape(t, (1, -1)) if t.ndim == 1 else t))
     if not mats:
-        return Tensor._make(xp.zeros((0, 0), dtype=B.get_default_dtype()))
+        return Tensor._make(xp.zeros((0, 0), dtype=DT.get_default_dtype()))
     dt = _result_dtype([m.dtype for m in mats])
     mats = [m if m.dtype == dt else o.cast(m, dt) for m in mats]
     total = sum(m.shape[1] for m in mats)
@@ -433,7 +434,7 @@ def combinations(input, r=2, with_replacement=False):  # noqa: A002
     if r == 0:
         return Tensor._make(xp.zeros((0,), dtype=x.dtype))
     fn = itertools.combinations_with_replacement if with_replacement else itertools.combinations
-    idx = xp.asarray(list(fn(range(x.shape[0]), r)), dtype=B.int64).reshape(-1, r)
+    idx = xp.asarray(list(fn(range(x.shape[0]), r)), dtype=DT.int64).reshape(-1, r)
     return _o().getitem(x, (Tensor._make(idx),))
 
 
@@ -475,7 +476,7 @@ def vander(x, N=None, increasing=False):  # noqa: N803
     if n < 0:
         raise ValueError(f"vander: N must be non-negative, got {N}")
     if x.dtype.kind == "b":
-        x = o.cast(x, B.int64)
+        x = o.cast(x, DT.int64)
     if n == 0:
         return Tensor._make(xp.zeros((x.shape[0], 0), dtype=x.dtype))
     cols = [Tensor._make(xp.ones((x.shape[0], 1), dtype=x.dtype))]
@@ -912,7 +913,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noq
     if src.dtype != x.dtype:
         src = o.cast(src, x.dtype)
     srcv = src if tuple(src.shape) == tuple(idx.shape) else src[tuple(slice(0, s) for s in idx.shape)]
-    it = Tensor._make(idx.astype(B.int64))
+    it = Tensor._make(idx.astype(DT.int64))
     from varlens.ops.index import _full_index
     full = _full_index(d, idx)
     hits = xp.zeros(tuple(x.shape), xp.int64)
@@ -1149,7 +1150,7 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, requires_grad=False, d
     """``steps`` points base**t for t evenly spaced from start to end (float32 by default)."""
     if not isinstance(steps, int) or steps < 0:
         raise RuntimeError(f"logspace: steps must be a non-negative int, got {steps!r}")
-    dt = B.get_default_dtype() if dtype is None else B.to_dtype(dtype)
+    dt = DT.get_default_dtype() if dtype is None else DT.to_dtype(dtype)
     s, e = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
     t = xp.linspace(float(s), float(e), steps, dtype=xp.float64)
     out = xp.power(float(base), t)
@@ -1166,7 +1167,7 @@ def _tri_indices(what, row, col, offset, upper):
         if not isinstance(v, int) or v < 0:
             raise RuntimeError(f"{what}: {nm} must be a non-negative int, got {v!r}")
     r, c = (xp.triu_indices if upper else xp.tril_indices)(row, offset, col)
-    return Tensor._make(xp.stack([r, c]).astype(B.int64))
+    return Tensor._make(xp.stack([r, c]).astype(DT.int64))
 
 
 def tril_indices(row, col, offset=0, *, dtype=None, device=None):
@@ -1199,10 +1200,10 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
     out = [Tensor._make(vals)]
     grp = xp.cumsum(change) - 1
     if return_inverse:
-        out.append(Tensor._make((grp.reshape(x.shape) if dim is None else grp).astype(B.int64)))
+        out.append(Tensor._make((grp.reshape(x.shape) if dim is None else grp).astype(DT.int64)))
     if return_counts:
         starts = xp.flatnonzero(change)
-        out.append(Tensor._make(xp.diff(xp.append(starts, n)).astype(B.int64)))
+        out.append(Tensor._make(xp.diff(xp.append(starts, n)).astype(DT.int64)))
     return out[0] if len(out) == 1 else tuple(out)
 
 
@@ -1215,11 +1216,11 @@ def unravel_index(indices, shape):
     if idx.size and (idx.min() < -total or idx.max() >= total):
         raise RuntimeError(f"unravel_index: index out of bounds for shape {shape} ({total} elements)")
     res = xp.unravel_index(idx % max(total, 1), shape)
-    return tuple(Tensor._make(xp.asarray(r).astype(B.int64)) for r in res)
+    return tuple(Tensor._make(xp.asarray(r).astype(DT.int64)) for r in res)
 
 
 def broadcast_shapes(*shapes):
-    from varlens.tensor import Size
+    from varlens.core.tensor import Size
     try:
         return Size(xp.broadcast_shapes(*[(s,) if isinstance(s, int) else tuple(s) for s in shapes]))
     except ValueError:
@@ -1321,7 +1322,7 @@ def movedim(input, source, destination):  # noqa: A002
 # ---------------------------------------------------------------- creation helpers
 def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
     from varlens.creation import as_tensor
-    if isinstance(obj, Tensor) and not copy and (dtype is None or B.to_dtype(dtype) == obj.dtype):
+    if isinstance(obj, Tensor) and not copy and (dtype is None or DT.to_dtype(dtype) == obj.dtype):
         out = obj
     else:
         out = as_tensor(obj, dtype=dtype)
@@ -1333,7 +1334,7 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
 
 
 def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False):
-    dt = B.get_default_dtype() if dtype is None else B.to_dtype(dtype)
+    dt = DT.get_default_dtype() if dtype is None else DT.to_dtype(dtype)
     out = Tensor._make(xp.asarray(s.item() if isinstance(s, Tensor) else s, dtype=dt))
     if requires_grad:
         out.requires_grad_(True)
@@ -1346,7 +1347,7 @@ def randint_like(input, low=0, high=None, *, dtype=None, generator=None, require
         low, high = 0, low
     if not high > low:
         raise RuntimeError(f"randint_like: high must be larger than low, got low={low}, high={high}")
-    dt = input.dtype if dtype is None else B.to_dtype(dtype)
+    dt = input.dtype if dtype is None else DT.to_dtype(dtype)
     return Tensor._make(_gen(generator).integers(int(low), int(high), tuple(input.shape)).astype(dt))
 
 
@@ -1367,7 +1368,7 @@ def fill(input, value):  # noqa: A002
 def _window(what, n, periodic, dtype, fn):
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise RuntimeError(f"{what}: window_length must be a non-negative int, got {n!r}")
-    dt = B.get_default_dtype() if dtype is None else B.to_dtype(dtype)
+    dt = DT.get_default_dtype() if dtype is None else DT.to_dtype(dtype)
     if dt.kind != "f":
         raise RuntimeError(f"{what}: expected a floating point dtype, got {dt}")
     if n <= 1:
@@ -1452,11 +1453,11 @@ def _dtype_of(v):
     if isinstance(v, int):
         return xp.dtype("int64"), True
     if isinstance(v, float):
-        return B.get_default_dtype(), True
+        return DT.get_default_dtype(), True
     raise TypeError(f"result_type: expected a Tensor or a number, got {type(v).__name__}")
 
 
-_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+from varlens.core.dtypes import _RANK, can_cast, promote_types  # noqa: E402  (the dtype rules live in core)
 
 
 def result_type(tensor1, tensor2):
@@ -1469,7 +1470,7 @@ def result_type(tensor1, tensor2):
         hi, hnum = (d1, num1) if r1 > r2 else (d2, num2)
         lo = d2 if r1 > r2 else d1
         if hnum and hi.kind == "f":  # a Python float with an integer tensor: the default float
-            return B.get_default_dtype()
+            return DT.get_default_dtype()
         if hnum and hi.kind in "iu" and lo.kind == "b":
             return xp.dtype("int64")
         return hi
@@ -1482,24 +1483,9 @@ def result_type(tensor1, tensor2):
     return promote_types(d1, d2)
 
 
-def promote_types(type1, type2):
-    """PyTorch's rule: across categories (bool < int < float) the higher type wins as it is
-    (int32 with float16 is float16, where NumPy says float64); within one, NumPy's promotion."""
-    d1, d2 = B.to_dtype(type1), B.to_dtype(type2)
-    r1, r2 = _RANK[d1.kind], _RANK[d2.kind]
-    if r1 != r2:
-        return d1 if r1 > r2 else d2
-    return xp.promote_types(d1, d2)
-
-
-def can_cast(from_, to):
-    f, t = B.to_dtype(from_), B.to_dtype(to)
-    return _RANK[f.kind] <= _RANK[t.kind]
-
-
 def sum_to_size(input, *size):  # noqa: A002
     """Sum broadcast dimensions away so the result has ``size`` (the reverse of expand)."""
-    from varlens.tensor import _size
+    from varlens.core.tensor import _size
     x = _tensor(input, "sum_to_size: input")
     shape = tuple(_size(size))
     try:
@@ -1697,14 +1683,14 @@ def _rand_fill(kind):
         g = _gen(generator)
         if kind == "cauchy":
             med, sig = (list(args) + [0.0, 1.0][len(args):])[:2]
-            return self._random_(lambda s: med + sig * xp.tan(math.pi * (g.random(s) - 0.5)))
+            return _random_(self, lambda s: med + sig * xp.tan(math.pi * (g.random(s) - 0.5)))
         if kind == "log_normal":
             mean, std = (list(args) + [1.0, 2.0][len(args):])[:2]
-            return self._random_(lambda s: xp.exp(g.normal(mean, std, s)))
+            return _random_(self, lambda s: xp.exp(g.normal(mean, std, s)))
         p = args[0] if args else 0.5
         if not 0 < p <= 1:
             raise RuntimeError(f"geometric_: p must be in (0, 1], got {p}")
-        return self._random_(lambda s: xp.floor(xp.log1p(-g.random(s)) / math.log1p(-p)) + 1 if p < 1
+        return _random_(self, lambda s: xp.floor(xp.log1p(-g.random(s)) / math.log1p(-p)) + 1 if p < 1
                              else xp.ones(s))
     method.__name__ = kind + "_"
     return method

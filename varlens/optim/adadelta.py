@@ -12,10 +12,10 @@ has no second running average.
 """
 from __future__ import annotations
 
-from varlens import backend as B
+from varlens.core import array as B
 from varlens.optim.optimizer import (Optimizer, _check_range, _new_step, _no_differentiable,
                                      _step_count)
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 __all__ = ["Adadelta"]
 

@@ -9,10 +9,10 @@ them; the sum keeps growing so the steps keep shrinking).  The update, as PyTorc
 """
 from __future__ import annotations
 
-from varlens import backend as B
+from varlens.core import array as B
 from varlens.optim.optimizer import (Optimizer, _check_range, _new_step, _no_differentiable,
                                      _step_count)
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 __all__ = ["Adagrad"]
 

@@ -18,10 +18,10 @@ denominator); AdamW decouples it (seed 003 eq. 4.2.5): ``p <- (1 - lr wd) p`` fi
 """
 from __future__ import annotations
 
-from varlens import backend as B
+from varlens.core import array as B
 from varlens.optim.optimizer import (Optimizer, _check_adam_group, _lerp_, _new_step,
                                      _no_differentiable, _step_count)
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 __all__ = ["Adam"]
 

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import math
 
-from varlens import backend as B
-from varlens.autograd import grad_mode as _gm
+from varlens.core import array as B
+from varlens.core import grad_mode as _gm
 from varlens.optim.optimizer import Optimizer, _check_range
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 __all__ = ["LBFGS"]
 

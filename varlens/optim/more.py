@@ -49,10 +49,11 @@ from __future__ import annotations
 
 import math
 
-from varlens import backend as B
+from varlens.core import array as B
+from varlens.core import dtypes as DT
 from varlens.optim.optimizer import (Optimizer, _check_adam_group, _check_range, _lerp_,
                                      _no_differentiable, _zeros_state)
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 __all__ = ["NAdam", "RAdam", "Adamax", "ASGD", "Rprop", "Adafactor", "Muon"]
 
@@ -118,7 +119,7 @@ class NAdam(_AdamFamily):
         _check_range("NAdam", "momentum_decay", group["momentum_decay"], 0.0)
 
     def _init_param_state(self, st, w, group):
-        st["mu_product"] = Tensor._make(B.xp.ones((), dtype=B.float32))
+        st["mu_product"] = Tensor._make(B.xp.ones((), dtype=DT.float32))
         super()._init_param_state(st, w, group)
 
     def step(self, closure=None):
@@ -241,14 +242,14 @@ class ASGD(Optimizer):
         _check_range("ASGD", "t0", group["t0"])
 
     def _init_param_state(self, st, w, group):
-        st["eta"] = Tensor._make(B.xp.asarray(group["lr"], dtype=B.float32))
-        st["mu"] = Tensor._make(B.xp.ones((), dtype=B.float32))
+        st["eta"] = Tensor._make(B.xp.asarray(group["lr"], dtype=DT.float32))
+        st["mu"] = Tensor._make(B.xp.ones((), dtype=DT.float32))
         _zeros_state(st, w, "ax")
 
     def step(self, closure=None):
         loss = self._closure(closure)
         xp = B.xp
-        f32 = B.float32
+        f32 = DT.float32
         for group in self.param_groups:
             lr, lambd, alpha, t0 = group["lr"], group["lambd"], group["alpha"], group["t0"]
             wd, maximize = group["weight_decay"], group["maximize"]

@@ -20,9 +20,10 @@ from collections import defaultdict
 from collections.abc import Callable
 from itertools import chain
 
-from varlens import backend as B
-from varlens.autograd import grad_mode as _gm
-from varlens.tensor import Tensor
+from varlens.core import array as B
+from varlens.core import dtypes as DT
+from varlens.core import grad_mode as _gm
+from varlens.core.tensor import Tensor
 
 __all__ = ["Optimizer", "required", "register_optimizer_step_pre_hook",
            "register_optimizer_step_post_hook"]
@@ -474,7 +475,7 @@ def _step_count(state):
 
 
 def _new_step():
-    return Tensor._make(B.xp.zeros((), dtype=B.float32))
+    return Tensor._make(B.xp.zeros((), dtype=DT.float32))
 
 
 def _zeros_state(st, w, *keys):

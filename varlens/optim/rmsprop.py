@@ -16,10 +16,10 @@ calls "Adadelta" (G = r, gamma = alpha).
 """
 from __future__ import annotations
 
-from varlens import backend as B
+from varlens.core import array as B
 from varlens.optim.optimizer import (Optimizer, _check_range, _lerp_, _new_step,
                                      _no_differentiable, _step_count)
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 __all__ = ["RMSprop"]
 

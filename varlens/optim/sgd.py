@@ -14,8 +14,8 @@ Two momentum forms (docs/conventions.md, "Optimisers and schedules"):
 from __future__ import annotations
 
 from varlens.optim.optimizer import Optimizer, _check_range, _no_differentiable
-from varlens.backend import xp as _np
-from varlens.tensor import Tensor
+from varlens.core.array import xp as _np
+from varlens.core.tensor import Tensor
 
 __all__ = ["SGD"]
 

@@ -24,13 +24,13 @@ import math
 import numbers
 from copy import deepcopy
 
-from varlens import backend as B
-from varlens.autograd import grad_mode as _gm
+from varlens.core import array as B
+from varlens.core import grad_mode as _gm
 from varlens.nn.module import Module
 from varlens.nn.norm import _BatchNorm
 from varlens.optim.lr_scheduler import LRScheduler, _per_group
 from varlens.optim.optimizer import _lerp_
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 __all__ = ["AveragedModel", "update_bn", "SWALR", "get_ema_multi_avg_fn", "get_swa_multi_avg_fn",
            "get_ema_avg_fn", "get_swa_avg_fn"]

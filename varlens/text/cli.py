@@ -53,7 +53,7 @@ def _charlm(args):
     import numpy as np
 
     from varlens.models.char_rnn import load_english, train_char_lm
-    from varlens.tensor import Tensor
+    from varlens.core.tensor import Tensor
     from varlens.text.visualize import neuron_html
     text = load_english(2_000_000)
     r = train_char_lm(text, hidden_size=args.hidden, max_steps=args.steps, epochs=100, lr=3e-3,

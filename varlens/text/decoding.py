@@ -141,7 +141,7 @@ def _index_state(state, index):
 
 
 def _run(step_fn, state, start, eos, max_len, choose):
-    from varlens.autograd.grad_mode import no_grad
+    from varlens.core.grad_mode import no_grad
     tokens = np.asarray(start, dtype=np.int64).reshape(-1)
     B = tokens.shape[0]
     out = np.full((B, max_len), -1, dtype=np.int64)
@@ -195,7 +195,7 @@ def beam_search(step_fn, state, start, eos, max_len=50, beam_size=4, length_norm
     Returns the best token list (with its eos), or with ``return_all`` a list of
     ``(tokens, normalised_score, logprob)`` best first.
     """
-    from varlens.autograd.grad_mode import no_grad
+    from varlens.core.grad_mode import no_grad
     if not isinstance(beam_size, (int, np.integer)) or beam_size < 1:
         raise ValueError(f"beam_search: beam_size must be a positive int, got {beam_size!r}")
     reorder = reorder_state or _index_state

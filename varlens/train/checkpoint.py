@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from varlens.serialization import (_HEADER, FORMAT, MAGIC, VERSION, CheckpointError, _pack,  # noqa: F401
-                                   _unpack, atomic_write_bytes, load, save)
+                                   atomic_write_bytes, load, remove_stale_temp_files, save)
 
 
 def rng_state():

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 
 def _arr(x):

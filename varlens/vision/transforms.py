@@ -26,7 +26,7 @@ import numbers
 
 import numpy as np
 
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 __all__ = ["Compose", "Normalize", "RandomCrop", "RandomHorizontalFlip", "BatchRandomCrop",
            "BatchRandomHorizontalFlip", "Lambda"]

@@ -13,8 +13,9 @@ from __future__ import annotations
 import math
 import numbers
 
-from varlens import backend as B
-from varlens.tensor import Tensor
+from varlens.core import array as B
+from varlens.core import dtypes as DT
+from varlens.core.tensor import Tensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_"]
 
@@ -66,7 +67,7 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     ts = _as_list("get_total_norm", tensors)
     p = _norm_type("get_total_norm", norm_type)
     if not ts:
-        return Tensor._make(B.xp.zeros((), dtype=B.get_default_dtype()))
+        return Tensor._make(B.xp.zeros((), dtype=DT.get_default_dtype()))
     norms = B.xp.stack([_vector_norm(t._data, p) for t in ts])
     total = _vector_norm(norms, p)
     if error_if_nonfinite and not bool(B.xp.isfinite(total)):
@@ -107,7 +108,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     _check_max(max_norm)
     grads = [p.grad for p in ps if p.grad is not None]
     if not grads:
-        return Tensor._make(B.xp.zeros((), dtype=B.get_default_dtype()))
+        return Tensor._make(B.xp.zeros((), dtype=DT.get_default_dtype()))
     total = get_total_norm(grads, norm_type, error_if_nonfinite)
     clip_grads_with_norm_(ps, float(max_norm), total)
     return total

@@ -2,7 +2,7 @@
 vector_to_parameters)."""
 from __future__ import annotations
 
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 __all__ = ["parameters_to_vector", "vector_to_parameters"]
 

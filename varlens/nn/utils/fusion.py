@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import copy
 
-from varlens.backend import xp
+from varlens.core.array import xp
 from varlens.nn.parameter import Parameter
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 __all__ = ["fuse_conv_bn_eval", "fuse_conv_bn_weights", "fuse_linear_bn_eval", "fuse_linear_bn_weights",
            "convert_conv2d_weight_memory_format", "convert_conv3d_weight_memory_format", "skip_init",

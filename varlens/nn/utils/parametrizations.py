@@ -6,12 +6,12 @@ plus ``parametrizations.weight.0._u/_v`` for spectral norm).  ``orthogonal`` is 
 from __future__ import annotations
 
 from varlens import ops as _ops
-from varlens.autograd.grad_mode import no_grad
+from varlens.core.grad_mode import no_grad
 from varlens.nn.module import Module
 from varlens.nn.utils.parametrize import register_parametrization
 from varlens.nn.utils.weight_norm import _normalize, _weight_norm, norm_except_dim
 from varlens.random import _gen
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 __all__ = ["weight_norm", "spectral_norm"]
 

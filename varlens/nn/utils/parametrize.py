@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import contextlib
 
-from varlens.autograd.grad_mode import no_grad
+from varlens.core.grad_mode import no_grad
 from varlens.nn.container import ModuleDict, ModuleList
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 __all__ = ["ParametrizationList", "register_parametrization", "remove_parametrizations", "is_parametrized",
            "type_before_parametrizations", "cached", "transfer_parametrizations_and_params"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from varlens import ops as _ops
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 
 def _lengths_array(lengths):

@@ -2,8 +2,8 @@
 invert_permutation (built on the masked PackedSequence of varlens.nn.utils.rnn)."""
 from __future__ import annotations
 
-from varlens.backend import xp
-from varlens.tensor import Tensor
+from varlens.core.array import xp
+from varlens.core.tensor import Tensor
 
 __all__ = ["pack_sequence", "unpack_sequence", "unpad_sequence", "invert_permutation"]
 

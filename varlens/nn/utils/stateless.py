@@ -3,7 +3,7 @@ by given tensors (the module's own are put back afterwards), so gradients flow t
 tensors."""
 from __future__ import annotations
 
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 __all__ = ["functional_call"]
 

@@ -11,11 +11,11 @@ u v^T.
 from __future__ import annotations
 
 from varlens import ops as _ops
-from varlens.autograd.grad_mode import no_grad
-from varlens.backend import xp
+from varlens.core.grad_mode import no_grad
+from varlens.core.array import xp
 from varlens.nn.parameter import Parameter
 from varlens.random import _gen
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 __all__ = ["weight_norm", "remove_weight_norm", "spectral_norm", "remove_spectral_norm", "norm_except_dim",
            "WeightNorm", "SpectralNorm"]

@@ -24,8 +24,8 @@ import re
 
 import numpy as np
 
-from varlens import backend as B
-from varlens.tensor import Tensor
+from varlens.core import array as B
+from varlens.core.tensor import Tensor
 
 _STR_OBJ = re.compile(r"[SaUO]")
 

@@ -22,7 +22,7 @@ import numbers
 
 import numpy as np
 
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 from varlens.utils.data import worker as _worker
 from varlens.utils.data.collate import default_collate, default_convert  # noqa: F401  (re-export)
 from varlens.utils.data.dataset import IterableDataset, Subset, TensorDataset

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 
 from varlens.random import _gen
-from varlens.tensor import Tensor
+from varlens.core.tensor import Tensor
 
 
 class DatasetValueError(ValueError, AssertionError):

@@ -149,7 +149,7 @@ class WeightedRandomSampler(Sampler):
         if not isinstance(replacement, bool):
             raise ValueError("WeightedRandomSampler: replacement should be a boolean value, but got "
                              f"replacement={replacement!r}")
-        from varlens.tensor import Tensor
+        from varlens.core.tensor import Tensor
         w = weights._data if isinstance(weights, Tensor) else weights
         try:
             w = np.asarray(w, dtype=np.float64)

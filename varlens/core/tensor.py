@@ -10,10 +10,9 @@ import builtins
 
 import numpy as _np
 
-from varlens import backend as B
-from varlens.autograd import engine as _engine
-from varlens.autograd import function as _function
-from varlens.autograd import grad_mode as _gm
+from varlens.core import array as B
+from varlens.core import dtypes as DT
+from varlens.core import grad_mode as _gm
 
 _enabled = _gm._enabled
 xp = B.xp
@@ -37,12 +36,12 @@ class Tensor:
             data = []
         if sizes or (isinstance(data, (builtins.int, _np.integer)) and not isinstance(data, builtins.bool)):
             # torch.Tensor(2, 3): an (uninitialised in torch, zero here) tensor of that size
-            data = xp.zeros(_size((data,) + sizes), dtype=B.to_dtype(dtype) or B.get_default_dtype())
+            data = xp.zeros(_size((data,) + sizes), dtype=DT.to_dtype(dtype) or DT.get_default_dtype())
         if isinstance(data, Tensor):
             data = data._data
         arr = B.as_array(data, dtype)
         if dtype is None and arr.dtype.kind in "iub" and not isinstance(data, _np.ndarray):
-            arr = arr.astype(B.get_default_dtype())  # torch.Tensor([1, 2]) is a float tensor
+            arr = arr.astype(DT.get_default_dtype())  # torch.Tensor([1, 2]) is a float tensor
         self._data = arr
         self.grad = None
         self._node = None
@@ -224,7 +223,7 @@ class Tensor:
                 extras.append(f"size={tuple(d.shape)}")
         else:
             body = _tensor_body(d, _PRINT)
-        if d.dtype not in (B.get_default_dtype(), B.int64, B.bool_):
+        if d.dtype not in (DT.get_default_dtype(), DT.int64, DT.bool_):
             extras.append(f"dtype=varlens.{d.dtype}")
         if self._node is not None:
             extras.append(f"grad_fn=<{type(self._node).__name__}Backward0>")
@@ -246,7 +245,10 @@ class Tensor:
     # ------------------------------------------------------------------ autograd
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate the gradient of this tensor into the ``.grad`` of every leaf it depends on."""
-        _engine.backward([self], [gradient], retain_graph, create_graph, inputs)
+        # The one call from the core's ground floor up to the engine (which imports this module
+        # for the Tensor class): imported here, at call time, so the import graph has no cycle.
+        from varlens.core import engine
+        engine.backward([self], [gradient], retain_graph, create_graph, inputs)
 
     def detach(self):
         t = Tensor._make(self._data)
@@ -294,199 +296,20 @@ class Tensor:
             lst = self.hooks_
         return _HookHandle(lst, hook)
 
-    # ------------------------------------------------------------------ in-place machinery
-    def _inplace(self, result_fn, array_fn, other_rg=False):
-        """Shared body of in-place ops.
-
-        Outside autograd (no grad required, or no_grad) the array is changed in
-        place and the version counter bumped, so a backward that saved it can
-        refuse.  A tensor that requires grad (or takes a value that does, as
-        ``buf += w``) is updated by recording the out-of-place op and re-pointing
-        this tensor at the result; a leaf that requires grad is refused.
-        """
-        if "_view_of" in self.__dict__:
-            _refresh(self, (self._rg or other_rg) and _enabled[0])
-        if (self._rg or other_rg) and _enabled[0]:
-            if self._rg and self._node is None:
-                raise RuntimeError(
-                    "a leaf tensor that requires grad is being used in an in-place operation; "
-                    "wrap the update in varlens.no_grad() (as optimisers do) or clone() it first")
-            res = result_fn()
-            _commit(self, res)
-            return self
-        array_fn(self._data)
-        self._version[0] += 1
-        return self
-
-    def _binary_inplace(self, op, ufunc, other):
-        if isinstance(other, Tensor):
-            o, org = other._data, other._rg
-        else:
-            o, org = other, False
-
-        def _arr(a):
-            if not a.flags.writeable:
-                raise RuntimeError(f"{op.__name__}_: this tensor is a read-only broadcast view (from "
-                                   "expand/broadcast_to) and cannot be changed in place; clone() it first")
-            try:
-                ufunc(a, o, out=a, casting="same_kind")
-            except ValueError:
-                raise RuntimeError(f"{op.__name__}_: the value of shape {tuple(getattr(o, 'shape', ()))} "
-                                   f"cannot be broadcast to the tensor's shape {tuple(a.shape)}") from None
-            except TypeError as e:  # numpy's UFuncTypeError: e.g. int tensor += float
-                raise RuntimeError(f"{op.__name__}_: result type cannot be stored in this {a.dtype} "
-                                   f"tensor in place ({e})") from None
-        return self._inplace(lambda: op(self, other), _arr, org)
-
-    def add_(self, other, *, alpha=1):
-        if alpha != 1:
-            other = other * alpha
-        return self._binary_inplace(_ops.add, xp.add, other)
-
-    def sub_(self, other, *, alpha=1):
-        if alpha != 1:
-            other = other * alpha
-        return self._binary_inplace(_ops.sub, xp.subtract, other)
-
-    def mul_(self, other):
-        return self._binary_inplace(_ops.mul, xp.multiply, other)
-
-    def div_(self, other):
-        return self._binary_inplace(_ops.div, xp.true_divide, other)
-
-    def pow_(self, other):
-        return self._binary_inplace(_ops.pow, xp.power, other)
-
-    __iadd__ = add_
-    __isub__ = sub_
-    __imul__ = mul_
-    __itruediv__ = div_
-
-    def addcmul_(self, t1, t2, value=1):
-        return self.add_(t1 * t2 * value)
-
-    def addcdiv_(self, t1, t2, value=1):
-        return self.add_(t1 / t2 * value)
-
-    def lerp_(self, end, weight):
-        return self.add_((end - self) * weight)
-
-    def _unary_(self, name, ufunc):
-        fn = getattr(_ops, name)
-        return self._inplace(lambda: fn(self), lambda a: ufunc(a, out=a))
-
-    def exp_(self):
-        return self._unary_("exp", xp.exp)
-
-    def log_(self):
-        return self._unary_("log", xp.log)
-
-    def sqrt_(self):
-        return self._unary_("sqrt", xp.sqrt)
-
-    def abs_(self):
-        return self._unary_("abs", xp.abs)
-
-    def neg_(self):
-        return self._unary_("neg", xp.negative)
-
-    def tanh_(self):
-        return self._unary_("tanh", xp.tanh)
-
-    def sin_(self):
-        return self._unary_("sin", xp.sin)
-
-    def cos_(self):
-        return self._unary_("cos", xp.cos)
-
-    def relu_(self):
-        return self._inplace(lambda: _ops.relu(self), lambda a: xp.maximum(a, 0, out=a))
-
-    def sigmoid_(self):
-        def f(a):
-            a[...] = 1.0 / (1.0 + xp.exp(-a))
-        return self._inplace(lambda: _ops.sigmoid(self), f)
-
-    def clamp_(self, min=None, max=None):  # noqa: A002
-        return self._inplace(lambda: _ops.clamp(self, min, max),
-                             lambda a: xp.clip(a, min, max, out=a))
-
-    clip_ = clamp_
-
-    def zero_(self):
-        return self._inplace(lambda: _ops.mul(self, 0), lambda a: a.fill(0))
-
-    def fill_(self, value):
-        v = value.item() if isinstance(value, Tensor) else value
-        return self._inplace(lambda: _ops.add(_ops.mul(self, 0), v), lambda a: a.fill(v))
-
-    def copy_(self, src):
-        s = src._data if isinstance(src, Tensor) else xp.asarray(src)
-        if s.shape != self._data.shape:
-            try:
-                xp.broadcast_to(s, self._data.shape)
-            except ValueError:
-                raise RuntimeError(f"copy_: source of shape {tuple(s.shape)} cannot be broadcast to "
-                                   f"{tuple(self._data.shape)}") from None
-        src_rg = isinstance(src, Tensor) and src._rg
-        if _enabled[0] and (self._rg or src_rg):
-            srct = src if isinstance(src, Tensor) else Tensor._make(s)
-            return self._inplace(lambda: _ops.add(_ops.mul(self, 0), srct).to(self._data.dtype), None, True)
-
-        def _copy(a):
-            a[...] = s
-        with _gm.no_grad():
-            return self._inplace(None, _copy)
-
-    def _random_(self, sampler):
-        with _gm.no_grad():
-            def _fill(a):
-                a[...] = sampler(a.shape).astype(a.dtype, copy=False)
-            return self._inplace(None, _fill)
-
-    def normal_(self, mean=0.0, std=1.0, *, generator=None):
-        from varlens.random import _gen
-        g = _gen(generator)
-        return self._random_(lambda s: g.normal(mean, std, s))
-
-    def uniform_(self, a=0.0, b=1.0, *, generator=None):
-        from varlens.random import _gen
-        g = _gen(generator)
-        return self._random_(lambda s: g.uniform(a, b, s))
-
-    def bernoulli_(self, p=0.5, *, generator=None):
-        from varlens.random import _gen
-        g = _gen(generator)
-        return self._random_(lambda s: g.random(s) < p)
-
-    def apply_(self, callable):  # noqa: A002
-        """Replace every element x by callable(x) (Python numbers in and out), in place; as
-        torch, slow and outside autograd."""
-        if self._rg and _enabled[0]:
-            raise RuntimeError("apply_(): can't be used on a tensor that requires grad (it is not recorded "
-                               "for autograd); use it under varlens.no_grad() or on a detached tensor")
-        def f(a):
-            flat = [callable(v) for v in a.ravel().tolist()]
-            a[...] = _np.asarray(flat, dtype=a.dtype).reshape(a.shape)
-        with _gm.no_grad():
-            return self._inplace(None, f)
-
-    def map_(self, tensor, callable):  # noqa: A002
-        """self[i] = callable(self[i], tensor[i]) for every element (tensor broadcast to self), in place."""
-        if self._rg and _enabled[0]:
-            raise RuntimeError("map_(): can't be used on a tensor that requires grad (it is not recorded "
-                               "for autograd)")
-        o = tensor._data if isinstance(tensor, Tensor) else _np.asarray(tensor)
-        try:
-            o = _np.broadcast_to(o, self._data.shape)
-        except ValueError:
-            raise RuntimeError(f"map_(): the tensor of shape {tuple(o.shape)} cannot be broadcast to "
-                               f"{tuple(self._data.shape)}") from None
-        def f(a):
-            flat = [callable(x, y) for x, y in zip(a.ravel().tolist(), o.ravel().tolist())]
-            a[...] = _np.asarray(flat, dtype=a.dtype).reshape(a.shape)
-        with _gm.no_grad():
-            return self._inplace(None, f)
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call ``hook(tensor)`` after a gradient has been added into this leaf's ``.grad``.
+        varlens calls it once per gradient delivered to the leaf (once per backward for a
+        leaf used once; torch sums a leaf's contributions first and calls it once)."""
+        if self._node is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        if not self._rg:
+            raise RuntimeError("register_post_accumulate_grad_hook: cannot register a hook on a tensor "
+                               "that doesn't require grad")
+        if self.hooks_ is None:
+            self.hooks_ = []  # a list, even empty, routes this leaf through the engine's hook path
+        lst = self.__dict__.setdefault("_post_accumulate_grad_hooks", [])
+        lst.append(hook)
+        return _HookHandle(lst, hook)
 
     def storage_offset(self):
         """How many elements into the underlying buffer this tensor starts (a slice's offset)."""
@@ -497,39 +320,7 @@ class Tensor:
         off = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
         return builtins.int(off // a.itemsize) if a.itemsize else 0
 
-    def multinomial(self, num_samples, replacement=False, *, generator=None):
-        """Category indices drawn with these weights (varlens.multinomial)."""
-        from varlens.creation import multinomial
-        return multinomial(self, num_samples, replacement, generator=generator)
-
-    def __setitem__(self, key, value):
-        key = _ops.index_key(key)
-        v = value._data if isinstance(value, Tensor) else value
-        if (self._rg or (isinstance(value, Tensor) and value._rg)) and _enabled[0]:
-            return self._inplace(lambda: _ops.index_put(self, key, value), None, True)
-
-        def _set(a):
-            try:
-                a[key] = v
-            except ValueError as e:
-                vs = tuple(getattr(v, "shape", ()))
-                if "broadcast" in str(e):
-                    raise RuntimeError(f"setitem: the value of shape {vs} cannot be broadcast to the "
-                                       f"indexed part of shape {tuple(a[key].shape)} of a tensor of shape "
-                                       f"{tuple(a.shape)}") from None
-                raise
-        self._inplace(None, _set)
-
     # ------------------------------------------------------------------ dtype / device
-    def to(self, *args, **kwargs):
-        dtype = parse_to(args, kwargs)
-        if dtype is None:
-            return self
-        dtype = B.to_dtype(dtype)
-        if dtype == self._data.dtype:
-            return self
-        return _ops.cast(self, dtype)
-
     def type(self, dtype=None):
         if dtype is None:
             return f"varlens.{self.dtype}"
@@ -539,7 +330,7 @@ class Tensor:
             if dt is None:
                 raise ValueError(f"invalid type: {dtype!r} (type(): expected a dtype, a dtype name or a legacy "
                                  f"tensor type name such as 'torch.FloatTensor')")
-            dtype = getattr(B, "bool_" if dt == "bool" else dt)
+            dtype = getattr(DT, "bool_" if dt == "bool" else dt)
         return self.to(dtype)
 
     def cpu(self):
@@ -549,42 +340,31 @@ class Tensor:
         raise RuntimeError("cuda(): varlens runs on the CPU through NumPy; no CUDA device is available")
 
     def float(self):
-        return self.to(B.float32)
+        return self.to(DT.float32)
 
     def double(self):
-        return self.to(B.float64)
+        return self.to(DT.float64)
 
     def half(self):
-        return self.to(B.float16)
+        return self.to(DT.float16)
 
     def long(self):
-        return self.to(B.int64)
+        return self.to(DT.int64)
 
     def int(self):
-        return self.to(B.int32)
+        return self.to(DT.int32)
 
     def bool(self):
-        return self.to(B.bool_)
+        return self.to(DT.bool_)
 
     def is_floating_point(self):
         return self._data.dtype.kind == "f"
-
-    def contiguous(self, memory_format=None):
-        if self._data.flags.c_contiguous:
-            return self
-        out = _ops.clone(self)      # Clone copies in C order
-        if not out._data.flags.c_contiguous:
-            out._data = xp.ascontiguousarray(out._data)
-        return out
 
     def is_contiguous(self):
         return bool(self._data.flags.c_contiguous)
 
     def element_size(self):
         return self._data.itemsize
-
-    def clone(self, *, memory_format=None):
-        return _ops.clone(self)
 
     def new_tensor(self, data, dtype=None, requires_grad=False):
         return tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad)
@@ -688,7 +468,7 @@ def parse_to(args, kwargs):
             dtype = a.dtype
         elif isinstance(a, str) and a.rsplit(".", 1)[-1] in _DTYPE_NAMES:
             name = a.rsplit(".", 1)[-1]
-            dtype = getattr(B, "bool_" if name == "bool" else name)
+            dtype = getattr(DT, "bool_" if name == "bool" else name)
         elif isinstance(a, (str, device)) or a is None:
             devs.append(a)
         elif isinstance(a, (builtins.int, _np.integer)) and not isinstance(a, builtins.bool):
@@ -737,7 +517,7 @@ def tensor(data, dtype=None, requires_grad=False, device=None):
         raise TypeError(f"tensor(): argument 'dtype' must be torch.dtype, not str ({dtype!r}; write "
                         f"varlens.{dtype.rsplit('.', 1)[-1]})")
     if isinstance(data, Tensor):
-        arr = data._data.astype(B.to_dtype(dtype) or data._data.dtype, copy=True)
+        arr = data._data.astype(DT.to_dtype(dtype) or data._data.dtype, copy=True)
     elif isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):
         flat = list(_flat(data))
         if dtype is None and all(isinstance(x, Tensor) for x in flat):
@@ -757,65 +537,6 @@ def tensor(data, dtype=None, requires_grad=False, device=None):
     if requires_grad:
         t.requires_grad_(True)
     return t
-
-
-def _commit(t, res):
-    """Make tensor ``t`` hold the recorded result ``res`` of an in-place op.
-
-    If ``t`` is a basic-slice view (``y[1:]``) of a tensor in the graph, the base is
-    updated as well, as torch's CopySlices does: the base becomes index_put(base, key,
-    res) (recorded, so the gradient of the overwritten part flows through res only) and
-    ``t`` becomes the slice of the new base.  Views of views update the chain upwards.
-    """
-    vo = t.__dict__.get("_view_of")
-    if vo is None:
-        # the tensor now holds a new array: it takes that array's version counter (the old
-        # array, which backward may have saved, is unchanged)
-        t._data, t._node, t._rg, t._version = res._data, res._node, res._rg, res._version
-        return
-    base, kind, arg, _ = vo
-    if base._rg and base._node is None:
-        raise RuntimeError("a view of a leaf tensor that requires grad is being used in an in-place "
-                           "operation; wrap it in varlens.no_grad() or clone() the leaf first")
-    if kind == "index":
-        new_base = _ops.index_put(base, arg, res)
-    elif kind == "reshape":
-        new_base = _ops.reshape(res, tuple(base.shape))
-    else:  # permute: undo the axis order
-        inv = [0] * len(arg)
-        for i, a in enumerate(arg):
-            inv[a] = i
-        new_base = _ops.permute(res, tuple(inv))
-    _commit(base, new_base)
-    _rebind_view(t, base, kind, arg)
-
-
-def _rebind_view(t, base, kind, arg):
-    nv = (_ops.getitem(base, arg) if kind == "index" else
-          _ops.reshape(base, arg) if kind == "reshape" else _ops.permute(base, arg))
-    t._data, t._node, t._rg = nv._data, nv._node, nv._rg
-    t._version = base._version
-    t.__dict__["_view_of"] = (base, kind, arg, base._data) if nv._data.base is not None else None
-
-
-def _refresh(t, record):
-    """A view whose base was replaced by a recorded in-place op (the base re-pointed at a new
-    array) is re-derived from the base before it is changed in place, so the change starts
-    from the base's current values (as torch's shared storage would)."""
-    vo = t.__dict__.get("_view_of")
-    if vo is None:
-        return
-    base, kind, arg, arr = vo
-    _refresh(base, record)
-    if base._data is arr:
-        return
-    if record:
-        _rebind_view(t, base, kind, arg)
-    else:   # outside autograd: only the array, so the NumPy write reaches the base
-        b = base._data
-        t._data = b[arg] if kind == "index" else b.reshape(arg) if kind == "reshape" else b.transpose(arg)
-        t._version = base._version
-        t.__dict__["_view_of"] = (base, kind, arg, b)
 
 
 def _check_ragged(seq, dim):
@@ -850,14 +571,6 @@ def _flat(x):
             yield from _flat(y)
         else:
             yield y
-
-
-# wire the autograd layer to the Tensor class (it sits below this module)
-_function.Tensor = Tensor
-_engine.Tensor = Tensor
-
-from varlens import ops as _ops  # noqa: E402  (ops import Tensor from here; methods call ops)
-
 
 _PRINT_DEFAULT = {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth": 80, "sci_mode": None}
 _PRINT = dict(_PRINT_DEFAULT)
@@ -972,31 +685,3 @@ def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=N
 
 def get_printoptions():
     return dict(_PRINT)
-
-
-class finfo:
-    """Machine limits of a floating dtype (torch.finfo), with fields as Python floats."""
-
-    def __init__(self, type=None):  # noqa: A002
-        fi = _np.finfo(B.to_dtype(type) or B.get_default_dtype())
-        self.bits = builtins.int(fi.bits)
-        self.eps, self.max, self.min = builtins.float(fi.eps), builtins.float(fi.max), builtins.float(fi.min)
-        self.tiny = self.smallest_normal = builtins.float(fi.smallest_normal)
-        self.resolution = 10.0 ** -builtins.int(fi.precision)
-        self.dtype = str(fi.dtype)
-
-    def __repr__(self):
-        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, eps={self.eps:g}, "
-                f"smallest_normal={self.tiny:g}, tiny={self.tiny:g}, dtype={self.dtype})")
-
-
-class iinfo:
-    """Limits of an integer dtype (torch.iinfo), with fields as Python ints."""
-
-    def __init__(self, type):  # noqa: A002
-        ii = _np.iinfo(B.to_dtype(type))
-        self.bits, self.min, self.max = builtins.int(ii.bits), builtins.int(ii.min), builtins.int(ii.max)
-        self.dtype = str(ii.dtype)
-
-    def __repr__(self):
-        return f"iinfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})"

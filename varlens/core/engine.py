@@ -9,13 +9,14 @@ forward op is undone.
 """
 from __future__ import annotations
 
-from varlens.autograd import grad_mode as _gm
-from varlens.autograd.function import Function, _check_finite
-from varlens.backend import ones_cached, sum_to, xp
+from varlens.core import grad_mode as _gm
+from varlens.core.function import Function, _check_finite
+from varlens.core.array import ones_cached, sum_to, xp
+from varlens.core.primitives import Clone
+from varlens.core.primitives import sum_to as _sum_to_graph
+from varlens.core.tensor import Tensor
 
 ndarray = xp.ndarray
-
-Tensor = None  # bound by varlens.tensor
 
 
 def _toposort(roots):
@@ -49,8 +50,7 @@ def _toposort(roots):
 
 def _sum_to(g, shape):
     if isinstance(g, Tensor):
-        from varlens.ops.dual import sum_to as dual_sum_to
-        return dual_sum_to(g, shape)
+        return _sum_to_graph(g, shape)
     return sum_to(g, shape)
 
 
@@ -107,7 +107,8 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, capt
                     "to the first backward() if you need to call it again.")
             if node._vs is not None:
                 node._check_versions()
-            gin = node._backward_graph(g) if create_graph else node.backward(g)
+            gin = (node.backward(g) if not create_graph else _composite_backward(node, g)
+                   if _uses_composite(node) else node._backward_graph(g))
             if type(gin) is not tuple:
                 gin = (gin,)
             if not retain_graph:
@@ -240,7 +241,7 @@ def _run_arrays(order, grads, retain_graph):
                         if x is gi:
                             n += 1
                     shared = n > 1
-                if p.hooks_:
+                if p.hooks_ is not None:  # (an empty list: post-accumulate hooks only)
                     _deliver_leaf(p, gi, shared, None, None, False)
                     given.add(k)
                     continue
@@ -281,8 +282,7 @@ def _deliver_leaf(t, gi, shared, results, capture, create_graph):
                 shared = True
     if create_graph:
         t.grad = gi if t.grad is None else t.grad + gi
-        return
-    if t.grad is None:
+    elif t.grad is None:
         if gi.__class__ is not ndarray:
             gi = xp.asarray(gi)  # a NumPy scalar from 0-d math: give the leaf a real array
         elif shared or not gi.flags.owndata:
@@ -294,6 +294,53 @@ def _deliver_leaf(t, gi, shared, results, capture, create_graph):
             old += gi  # the engine owns this buffer: accumulate without a new allocation
         else:
             t.grad._data = old + gi
+    post = t.__dict__.get("_post_accumulate_grad_hooks")
+    if post:  # Tensor.register_post_accumulate_grad_hook: called with the leaf after each delivery
+        for h in post:
+            h(t)
+
+
+def _uses_composite(node):
+    """True for a fused op whose backward is array code only (differentiable_backward = False):
+    its second derivative comes from differentiating its ``composite``."""
+    t = type(node)
+    return not t.differentiable_backward and t._backward_graph is Function._backward_graph
+
+
+def _composite_backward(node, g):
+    """create_graph=True through a fused op: rebuild the op from differentiable ops (its
+    ``composite``) on graph Tensors and take the gradient of that, so the result is itself
+    differentiable.  The derivative is the op's own; only the route is the composite's."""
+    comp = getattr(node, "composite", None)
+    if comp is None:
+        raise NotImplementedError(
+            f"{type(node).__name__}: second derivatives are not implemented for this op")
+    ins = [node._input_tensor(i, a) for i, a in enumerate(node._args)]
+    # each graph input enters the composite through its own copy node, so the gradient
+    # taken there is the partial derivative for that argument only (an input computed
+    # from another input, lstsq(a, 2 * a) say, would otherwise collect both paths)
+    alias = {}
+    for i, p in enumerate(node.next):
+        if p is not None:
+            if id(p) not in alias:
+                alias[id(p)] = Clone.apply(ins[i])
+            ins[i] = alias[id(p)]
+    # one target per distinct graph position: the same tensor passed twice (an LSTM's
+    # h0 and c0, say) gets its total gradient once, not once per occurrence
+    keys = [(id(p) if p is not None else None) for p in node.next]
+    targets, first = [], {}
+    for t, k in zip(ins, keys):
+        if k is not None and k not in first:
+            first[k] = len(targets)
+            targets.append(t)
+    out = comp(*ins, **node._kw)
+    gs = grad([out], targets, [g], create_graph=True, allow_unused=True)
+    res, done = [], set()
+    for k in keys:
+        res.append(gs[first[k]] if k is not None and k not in done else None)
+        if k is not None:
+            done.add(k)
+    return tuple(res)
 
 
 def _as_grad_array(t, g, what):
@@ -338,8 +385,30 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         for t, r in zip(inputs, res):
             if r is not None:
                 t.grad = r if t.grad is None else t.grad + r
+        _run_callbacks()
         return
-    run_backward(list(tensors), gs, retain_graph, create_graph)
+    try:
+        run_backward(list(tensors), gs, retain_graph, create_graph)
+    except BaseException:
+        _callbacks.clear()
+        raise
+    _run_callbacks()
+
+
+# Callbacks run once when the current ``backward()`` has finished (torch's
+# Variable._execution_engine.queue_callback); DistributedDataParallel waits for its gradient
+# allreduces here.  A failed backward drops them.
+_callbacks = []
+
+
+def queue_callback(fn):
+    """Call ``fn()`` when the backward that is running now finishes."""
+    _callbacks.append(fn)
+
+
+def _run_callbacks():
+    while _callbacks:
+        _callbacks.pop(0)()
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,

@@ -1,8 +1,10 @@
-"""The array backend: the one place varlens imports NumPy for math.
+"""The array namespace: the one place varlens imports NumPy for math (ground floor, varlens.core).
 
 Every op reaches array math through ``xp`` so a CuPy-like library with the same
-API can replace NumPy later without touching the ops.  The dtype policy lives
-here too: floats default to float32 (as in PyTorch), integers to int64.
+API can replace NumPy later without touching the ops.  Also here: converting Python data to
+arrays with PyTorch's default dtypes, BLAS routing for matmul, thread limits, cached read-only
+constants and ``sum_to`` (the one unbroadcast).  The dtype objects and promotion rules are in
+varlens/core/dtypes.py.
 """
 from __future__ import annotations
 
@@ -10,56 +12,11 @@ import builtins as _builtins
 
 import numpy as np
 
+from varlens.core.dtypes import _default_float, to_dtype
+
 xp = np  # the array namespace used by every op
 
 ndarray = np.ndarray
-
-# dtypes are plain NumPy dtype objects, exported as varlens.float32 etc.
-float16 = np.dtype("float16")
-float32 = np.dtype("float32")
-float64 = np.dtype("float64")
-int8 = np.dtype("int8")
-int16 = np.dtype("int16")
-int32 = np.dtype("int32")
-int64 = np.dtype("int64")
-uint8 = np.dtype("uint8")
-bool_ = np.dtype("bool")
-
-half, float, double = float16, float32, float64  # noqa: A001  (PyTorch aliases)
-short, int, long = int16, int32, int64  # noqa: A001
-
-_default_float = [float32]
-
-
-def get_default_dtype():
-    """The dtype given to tensors built from Python floats (float32 unless changed)."""
-    return _default_float[0]
-
-
-def set_default_dtype(dtype) -> None:
-    d = np.dtype(dtype)
-    if d.kind != "f":
-        raise TypeError(f"set_default_dtype: expected a floating dtype, got {d}")
-    _default_float[0] = d
-
-
-def to_dtype(dtype):
-    """Normalise a dtype argument (varlens/NumPy dtype, type or string) to np.dtype."""
-    if dtype is None:
-        return None
-    if isinstance(dtype, np.dtype):
-        return dtype
-    try:
-        return np.dtype(dtype)
-    except TypeError:
-        # a torch dtype passed by habit: torch.float32 -> 'float32'
-        name = str(dtype).rsplit(".", 1)[-1]
-        return np.dtype(name)
-
-
-def is_floating(dtype) -> bool:
-    return dtype.kind == "f"
-
 
 def _has_numpy_float64(data, depth=2):
     """True if a (nested) list holds NumPy float64 arrays or scalars: torch.tensor keeps float64

@@ -1,0 +1,128 @@
+"""Sparse functions (torch's name for lookups): embedding, embedding_bag, one_hot.
+"""
+from __future__ import annotations
+
+from varlens import ops as _ops
+from varlens.core.array import xp
+from varlens.ops import nn_ops as _nn
+from varlens.core.tensor import Tensor
+from varlens.nn.functional._common import IndexTypeError, _arr, _require_tensor, _shape
+from varlens.ops.index import one_hot  # noqa: F401
+
+
+# ---------------------------------------------------------------- embedding, padding
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    """Rows of ``weight`` picked by integer ``input``; gradients of repeated rows accumulate,
+    the ``padding_idx`` row gets none."""
+    idx = _arr(input)
+    if not hasattr(idx, "dtype") or idx.dtype.kind not in "iu":
+        raise IndexTypeError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                             f"Long, Int; but got {getattr(idx, 'dtype', type(idx).__name__)} instead (embedding: "
+                             f"input must hold integer indices (int64))")
+    V = weight.shape[0]
+    if idx.size and (idx.min() < 0 or idx.max() >= V):
+        bad = int(idx.max()) if idx.max() >= V else int(idx.min())
+        raise IndexError(f"embedding: index {bad} is out of range for an embedding table with {V} rows "
+                         f"(valid 0..{V - 1})")
+    if padding_idx is not None and padding_idx < 0:
+        padding_idx += V
+    if max_norm is not None:
+        _renorm_rows(weight, idx, max_norm, norm_type)
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: scale_grad_by_freq and sparse gradients are not supported")
+    return _nn.Embedding.apply(weight, idx, padding_idx)
+
+
+def _renorm_rows(weight, idx, max_norm, norm_type):
+    """In place (outside autograd), as PyTorch: rows looked up with norm > max_norm are rescaled."""
+    w = weight._data
+    rows = xp.unique(idx)
+    norms = xp.linalg.norm(w[rows], ord=norm_type, axis=1)
+    big = norms > max_norm
+    w[rows[big]] *= (max_norm / (norms[big] + 1e-7))[:, None]
+    weight._version[0] += 1
+
+
+# ---------------------------------------------------------------- embedding_bag
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False,
+                  mode="mean", sparse=False, per_sample_weights=None, include_last_offset=False,
+                  padding_idx=None):
+    """Sum, mean or max of the embedding rows in each bag.  Bags are the rows of a 2-D input,
+    or the slices input[offsets[b]:offsets[b+1]] of a 1-D input.  ``padding_idx`` entries are
+    left out of their bag (and of the mean's count); an empty bag gives zeros."""
+    op = "embedding_bag"
+    _require_tensor(weight, "weight", op)
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"{op}: mode has to be one of sum, mean or max, got {mode!r}")
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError(f"{op}: scale_grad_by_freq and sparse gradients are not supported")
+    idx = input._data if isinstance(input, Tensor) else xp.asarray(input)
+    if idx.dtype.kind not in "iu":
+        raise TypeError(f"{op}: input must hold integer indices (int64), got {idx.dtype}")
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise NotImplementedError(f"{op}: per_sample_weights was not None. per_sample_weights is only "
+                                      f"supported for mode='sum' (got mode='{mode}')")
+        if _shape(per_sample_weights) != idx.shape:
+            raise ValueError(f"{op}: per_sample_weights of shape {_shape(per_sample_weights)} must have the "
+                             f"input's shape {idx.shape}")
+    if idx.ndim == 2:
+        if offsets is not None:
+            raise ValueError(f"{op}: if input is 2D, then offsets has to be None, as input is treated as a "
+                             "mini-batch of fixed length sequences")
+        B, n = idx.shape
+        starts = xp.arange(B) * n
+        flat = idx.reshape(-1)
+        ends = starts + n
+    elif idx.ndim == 1:
+        if offsets is None:
+            raise ValueError(f"{op}: offsets has to be a 1D Tensor but got None")
+        off = offsets._data if isinstance(offsets, Tensor) else xp.asarray(offsets)
+        if off.ndim != 1:
+            raise ValueError(f"{op}: offsets has to be a 1D Tensor, got shape {off.shape}")
+        off = off.astype(xp.int64)
+        flat = idx
+        if include_last_offset:
+            starts, ends = off[:-1], off[1:]
+        else:
+            starts, ends = off, xp.append(off[1:], idx.size)
+        B = starts.size
+        if B and (starts[0] != 0):
+            raise ValueError(f"{op}: offsets[0] has to be 0, i.e., the first sequence in the mini-batch has "
+                             f"to start from position 0. However, got {int(starts[0])}")
+        if xp.any(ends < starts) or (ends.size and ends[-1] > idx.size):
+            raise ValueError(f"{op}: offsets must be non-decreasing and at most the input length {idx.size}, "
+                             f"got {off.tolist()}")
+    else:
+        raise ValueError(f"{op}: input has to be 1D or 2D Tensor, but got Tensor of dimension {idx.ndim}")
+    V, D = _shape(weight)
+    if padding_idx is not None and padding_idx < 0:
+        padding_idx += V
+    emb = embedding(Tensor._make(flat), weight, None, max_norm, norm_type)
+    bag = xp.repeat(xp.arange(B), ends - starts)
+    keep = xp.ones(flat.size, dtype=bool) if padding_idx is None else flat != padding_idx
+    if per_sample_weights is not None:
+        emb = emb * _ops.unsqueeze(_ops.reshape(per_sample_weights, (-1,)), 1)
+    if mode == "max":
+        # scatter each bag into rows of a (B, longest, D) block filled with -inf, take the max
+        # along the row (gradient to the arg max); empty bags give 0
+        counts = xp.bincount(bag[keep], minlength=B)
+        Lmax = max(int(counts.max()) if B else 0, 1)
+        pos = xp.zeros(flat.size, dtype=xp.int64)
+        k = xp.flatnonzero(keep)
+        kb = bag[k]
+        first = xp.searchsorted(kb, kb, side="left")
+        pos[k] = xp.arange(k.size) - first
+        block = Tensor._make(xp.full((B, Lmax, D), -xp.inf, dtype=weight.dtype))
+        block = _ops.index_put(block, (kb, pos[k]), _ops.index_select(emb, 0, Tensor._make(k)))
+        m = _ops.max(block, 1).values
+        empty = counts == 0
+        return _ops.where(empty[:, None], 0.0, m) if empty.any() else m
+    w = keep.astype(weight.dtype)
+    if mode == "mean":
+        counts = xp.bincount(bag, weights=w, minlength=B)
+        w = w / xp.maximum(counts, 1)[bag]
+    emb = emb * Tensor._make(w[:, None].astype(weight.dtype))
+    zeros = Tensor._make(xp.zeros((B, D), dtype=weight.dtype))
+    return _ops.index_add(zeros, 0, Tensor._make(bag), emb)

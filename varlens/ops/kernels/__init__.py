@@ -1,0 +1,125 @@
+"""Compiled fused kernels (numba) for the hot elementwise, normalisation and optimiser ops.
+
+Each family module here (``pointwise``, ``rows``, ``adam``) exposes plain functions on
+arrays that run one compiled pass over memory when numba is available, and the same maths
+as NumPy passes otherwise (numba missing, or ``VARLENS_NO_NUMBA=1``, the switch the lens's
+kernels honour too).  The compiled path takes float32, C-contiguous arrays only; float64
+and everything else goes through NumPy, so float64 gradient checks exercise the NumPy path
+(tests/test_fused_kernels.py holds the two paths to each other and to PyTorch).
+
+numba is imported, and each kernel compiled, on first use only (``cache=True``: later
+processes load the machine code from ``__pycache__``), so ``import varlens`` does not pay
+for it.  This module holds what the families share: the switch, the jit options and two
+float32 helpers that the compiler can vectorise (numba has no vector ``exp`` or ``erf``
+without Intel's SVML, which this machine lacks):
+
+* ``exp_nonpos(x)``: e^x for x <= 0 (the only arguments softmax and GELU's derivative
+  need): Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, a degree-7 Taylor polynomial for
+  e^r (truncation below 5e-9 relative), and 2^n built from its IEEE bits.  Below -87.33
+  (where e^x is under float32's smallest normal number) it returns 0; NaN gives NaN.
+* ``erf32(x)``: erf(x) = x P(x^2)/Q(x^2) on |x| <= 4 (erf(4) rounds to 1 in float32), a
+  rational fit of degrees (5, 5) made for this module by iteratively reweighted least
+  squares against ``scipy.special.erf``; within 7 float32 ulps (4.1e-7 absolute) of the
+  correctly rounded value over the whole line, 3.3e-7 relative for tiny |x|
+  (tests/test_fused_kernels.py checks it against SciPy over the range and at the extremes).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np  # numba kernels work on NumPy arrays; the NumPy fallbacks use the same
+
+_state = {}   # "numba": the module or False; "helpers": the compiled shared helpers
+
+# erf(x) ~ x P(t) / Q(t), t = x^2 (coefficients lowest power first), fitted for |x| <= 4
+ERF_P = (1.1283789808e+00, 1.9624186790e-01, 5.3466553128e-02, 4.0033457343e-03,
+         2.8803542738e-04, 1.9748936219e-06)
+ERF_Q = (1.0, 5.0724598763e-01, 1.1647350081e-01, 1.5443819877e-02,
+         1.2162885848e-03, 3.7481209917e-05)
+
+
+def numba_module():
+    """numba, or None when it is missing or disabled by ``VARLENS_NO_NUMBA``."""
+    if os.environ.get("VARLENS_NO_NUMBA", "") not in ("", "0"):
+        return None
+    nb = _state.get("numba")
+    if nb is None:
+        try:
+            import numba as nb
+        except ImportError:
+            nb = False
+        _state["numba"] = nb
+    return nb or None
+
+
+def usable(*arrays):
+    """True when the compiled path applies: numba on and every array float32, C-contiguous."""
+    for a in arrays:
+        if a.__class__ is not np.ndarray or a.dtype != np.float32 or not a.flags.c_contiguous:
+            return False
+    return numba_module() is not None
+
+
+def jit(nb, reduce=False):
+    """numba.njit with the options every kernel here uses.  ``reduce``: allow reassociation,
+    so sums over a row vectorise (their order then differs from NumPy's, within rounding)."""
+    fm = {"contract", "nsz", "arcp"} | ({"reassoc"} if reduce else set())
+    return nb.njit(fastmath=fm, nogil=True, boundscheck=False, cache=True, error_model="numpy")
+
+
+def helpers():
+    """The shared compiled helpers (exp_nonpos, erf32), compiled on first use."""
+    h = _state.get("helpers")
+    if h is not None:
+        return h
+    nb = numba_module()
+    from llvmlite import ir
+    from numba.core import types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def bits_to_f32(typingctx, v):
+        """Reinterpret an int32's bits as a float32 (an LLVM bitcast, so it vectorises)."""
+        if v != types.int32:
+            return None
+
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], ir.FloatType())
+        return types.float32(types.int32), codegen
+
+    f32 = np.float32
+    LOG2E, C1, C2 = f32(1.4426950408889634), f32(0.693359375), f32(-2.12194440e-4)
+    LO, HALF, ONE = f32(-87.33), f32(0.5), f32(1.0)
+    T2, T3, T4, T5, T6, T7 = (f32(1 / 2), f32(1 / 6), f32(1 / 24), f32(1 / 120), f32(1 / 720),
+                              f32(1 / 5040))
+    P0, P1, P2, P3, P4, P5 = (f32(c) for c in ERF_P)
+    Q1, Q2, Q3, Q4, Q5 = (f32(c) for c in ERF_Q[1:])
+    FOUR, ZERO = f32(4.0), f32(0.0)
+    # no reassociation here: it would fold the two-constant ln2 reduction into one
+    scalar = nb.njit(fastmath={"contract", "nsz"}, inline="always", cache=True, error_model="numpy")
+
+    @scalar
+    def exp_nonpos(x):
+        """e^x for float32 x <= 0 (0 below -87.33); see the module docstring."""
+        xc = x if x > LO else LO
+        n = np.floor(xc * LOG2E + HALF)
+        r = xc - n * C1
+        r = r - n * C2
+        p = ONE + r * (ONE + r * (T2 + r * (T3 + r * (T4 + r * (T5 + r * (T6 + r * T7))))))
+        s = bits_to_f32(np.int32((np.int32(n) + np.int32(127)) << np.int32(23)))
+        return p * s if x > LO else (ZERO if x <= LO else x)  # NaN stays NaN
+
+    @scalar
+    def erf32(x):
+        """erf(x) for float32 x; see the module docstring (NaN stays NaN)."""
+        xc = x if x < FOUR else FOUR
+        xc = xc if xc > -FOUR else -FOUR
+        xc = xc if x == x else x
+        t = xc * xc
+        p = P0 + t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))))
+        q = ONE + t * (Q1 + t * (Q2 + t * (Q3 + t * (Q4 + t * Q5))))
+        return xc * p / q
+
+    h = {"exp_nonpos": exp_nonpos, "erf32": erf32}
+    _state["helpers"] = h
+    return h

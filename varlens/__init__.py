@@ -24,6 +24,7 @@ from varlens.creation import (arange, as_tensor, bernoulli, empty, empty_like, e
 from varlens.random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from varlens import autograd
 from varlens import cuda  # noqa: F401  (cuda.is_available() is False)
+from varlens import accelerator  # noqa: F401,E402  (torch.accelerator: no accelerator, CPU answers)
 import varlens.linalg as linalg  # noqa: E402  (torch.linalg; replaces the ops.linalg name star-imported above)
 import varlens.special as special  # noqa: E402  (torch.special: varlens/special.py)
 from varlens.ops.surface import OVERRIDES as _OVERRIDES, torch_inplace_functions as _tif  # noqa: E402

@@ -610,11 +610,18 @@ def _is_path(f):
 
 
 def _json_depth(meta):
-    """Maximum nesting depth of a JSON text (brackets outside strings), without parsing it."""
+    """Maximum nesting depth of a JSON text (brackets outside strings), without parsing it;
+    scanned in 16 KiB chunks so the count itself needs little memory."""
     s = re.sub(rb'"(?:[^"\\]|\\.)*"', b"", meta)
-    b = np.frombuffer(s, dtype=np.uint8)
-    step = (np.isin(b, (ord("["), ord("{"))).astype(np.int64) - np.isin(b, (ord("]"), ord("}"))))
-    return int(np.cumsum(step).max()) if step.size else 0
+    depth = deepest = 0
+    for i in range(0, len(s), 1 << 14):
+        b = np.frombuffer(s, dtype=np.uint8, count=min(1 << 14, len(s) - i), offset=i)
+        step = (b == 91).view(np.int8) + (b == 123).view(np.int8) - (b == 93).view(np.int8) \
+            - (b == 125).view(np.int8)
+        c = np.cumsum(step, dtype=np.int64) + depth
+        deepest = max(deepest, int(c.max()))
+        depth = int(c[-1])
+    return deepest
 
 
 def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_serialization=True,
@@ -766,9 +773,10 @@ _ENTRY = re.compile(r"(__meta__|a\d{1,9})\.npy")
 _DESCR = re.compile(r"[<>|=]?[biufc]\d{1,2}")
 
 
-def _npy(data, name, bad):
+def _npy(data, name, bad, as_bytes=False):
     """The array of one ``.npy`` entry, checked (header, dtype, shape against the bytes present)
-    before anything is allocated; the result owns its memory."""
+    before anything is allocated; the result owns its memory.  ``as_bytes``: the data bytes of a
+    1-d uint8 entry (the description) instead."""
     if data[:6] != b"\x93NUMPY" or len(data) < 10:
         raise bad(f"entry {name} is not a .npy array")
     major = data[6]
@@ -804,6 +812,10 @@ def _npy(data, name, bad):
     if count * dt.itemsize != present:
         raise bad(f"entry {name} declares shape {shape} of {dt} ({count * dt.itemsize} bytes) but holds "
                   f"{present} bytes")
+    if as_bytes:
+        if dt != np.uint8 or len(shape) != 1:
+            raise bad(f"entry {name} is not a 1-d uint8 array")
+        return data[start + hlen:]
     a = np.frombuffer(data, dtype=dt, count=count, offset=start + hlen)
     a = a.reshape(shape, order="F" if fortran else "C")
     if not dt.isnative:
@@ -848,12 +860,9 @@ def _read_archive(raw, where):
                 data = zf.read(zi)
             except Exception as e:   # noqa: BLE001 - bad local headers, CRC errors, ...
                 raise bad(f"entry {zi.filename} cannot be read ({type(e).__name__}: {str(e)[:200]})") from None
-            arrays[zi.filename[:-4]] = _npy(data, zi.filename, bad)
+            arrays[zi.filename[:-4]] = _npy(data, zi.filename, bad, as_bytes=zi.filename == "__meta__.npy")
             del data
-    meta = arrays.pop("__meta__")
-    if meta.dtype != np.uint8 or meta.ndim != 1:
-        raise bad("its __meta__ entry is not a 1-d uint8 array")
-    return arrays, meta.tobytes(), bad
+    return arrays, arrays.pop("__meta__"), bad
 
 
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args):
@@ -883,14 +892,14 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
     arrays, meta_bytes, bad = _read_archive(raw, where)
     del raw
     try:
-        text = meta_bytes.decode("utf-8")
+        meta_bytes.decode("utf-8")
     except UnicodeDecodeError:
         raise bad("its description is not UTF-8 text") from None
     depth = _json_depth(meta_bytes)
     if depth > MAX_DEPTH:
         raise bad(f"its description is nested {depth} levels deep (at most {MAX_DEPTH})")
     try:
-        meta = json.loads(text)
+        meta = json.loads(meta_bytes)
     except (ValueError, RecursionError) as e:
         raise bad(f"its description is not valid JSON ({type(e).__name__}: {str(e)[:200]})") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:

@@ -80,8 +80,8 @@ def main():
                         help='input batch size for training (default: 32)')
     parser.add_argument('--test-batch-size', type=int, default=100, metavar='N',
                         help='input batch size for testing (default: 100)')
-    parser.add_argument('--epochs', type=int, default=2, metavar='N',
-                        help='number of epochs to train (default: 2)')
+    parser.add_argument('--epochs', type=int, default=1, metavar='N',
+                        help='number of epochs to train (default: 1)')
     parser.add_argument('--lr', type=float, default=1.0, metavar='LR',
                         help='learning rate (default: 1.0)')
     parser.add_argument('--gamma', type=float, default=0.7, metavar='M',
@@ -117,7 +117,7 @@ def main():
         train_kwargs.update(accel_kwargs)
         test_kwargs.update(accel_kwargs)
 
-    x, y = digits(400, seed=0)
+    x, y = digits(320, seed=0)
     xt, yt = digits(200, seed=1)
     mean, std = 0.1307, 0.3081
     dataset1 = torch.utils.data.TensorDataset(torch.from_numpy((x - mean) / std), torch.from_numpy(y))

@@ -8,6 +8,8 @@ from varlens.core.grad_mode import (detect_anomaly, enable_grad, inference_mode,
 
 from varlens.core.grad_mode import is_inference_mode_enabled  # noqa: E402
 from varlens.autograd import functional  # noqa: E402,F401  (jacobian, hessian, vjp, jvp, hvp, vhp)
+from varlens.autograd.explain import Explanation, explain  # noqa: E402  (backprop, step by step)
+from varlens.autograd.gradcheck_report import LearnerReport, check_gradients  # noqa: E402  (CS231n-style)
 from varlens.core.tensor import Tensor, tensor
 
 
@@ -27,6 +29,6 @@ class Variable(metaclass=_VariableMeta):
     ``Variable(t, requires_grad=True)`` returns a tensor sharing t's data, outside t's graph."""
 
 
-__all__ = ["Variable", "functional", "is_inference_mode_enabled", "Function", "backward", "grad", "gradcheck", "gradgradcheck", "GradcheckReport",
+__all__ = ["explain", "Explanation", "check_gradients", "LearnerReport", "Variable", "functional", "is_inference_mode_enabled", "Function", "backward", "grad", "gradcheck", "gradgradcheck", "GradcheckReport",
            "no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
            "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled"]

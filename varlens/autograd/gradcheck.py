@@ -44,7 +44,7 @@ def _scalarize(out, weights):
 
 
 def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, n_directions=4, raise_exception=True,
-              seed=0, check_coordinates=True, *, return_report=False, **torch_options):
+              seed=0, check_coordinates=True, *, return_report=False, report=False, **torch_options):
     """Compare backward's gradients of ``fn(*inputs)`` with central differences in float64.
 
     Inputs that require grad are checked.  Outputs may be any shape: they are
@@ -54,7 +54,14 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, n_directions=4, raise_
     GradcheckReport instead (truthy iff the check passed; ``str()`` gives the details).
     torch-only options (nondet_tol, check_undefined_grad, fast_mode, ...) are accepted and
     ignored, except that check_sparse_nnz/check_batched_grad/check_forward_ad=True raise.
+
+    ``report=True`` is the learners' mode (varlens.autograd.gradcheck_report.check_gradients):
+    entry-by-entry relative errors per input with the worst indices, a float32 warning with
+    the expected error floor, and a diagnosis of a failed check; it prints and returns that report.
     """
+    if report:
+        from varlens.autograd.gradcheck_report import check_gradients
+        return check_gradients(fn, inputs, print_report=True, seed=seed)
     for k, v in torch_options.items():
         if k not in _TORCH_OPTIONS:
             raise TypeError(f"gradcheck() got an unexpected keyword argument {k!r}")

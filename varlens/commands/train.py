@@ -4,6 +4,12 @@ The run folder (``--out``, default runs/RECIPE) gets config.json, metrics.jsonl 
 record per epoch), curves.png (loss and accuracy), checkpoints/step-*.npz and
 summary.json with the test accuracy.  ``--resume`` continues the newest checkpoint there
 (or the one named), exactly where it stopped.
+
+Never losing work (docs/serialization.md): a run folder that already holds files is refused
+unless ``--resume`` (continue it) or ``--overwrite`` (replace its checkpoints) is given; a
+full disk or a file-size limit ends with the last good checkpoint named and how to resume
+from it; temporary files of interrupted checkpoint writes are removed at the next start; a
+corrupt newest checkpoint is skipped (with a message) in favour of the newest valid one.
 """
 from __future__ import annotations
 
@@ -80,7 +86,10 @@ def add_arguments(parser):
         parser.add_argument(opt, dest=key, type=typ or str, default=None, help=help_.format(**names))
     parser.add_argument("--out", default=None, help="run folder (default: runs/RECIPE)")
     parser.add_argument("--resume", nargs="?", const="latest", default=None, metavar="CHECKPOINT",
-                        help="continue from the newest checkpoint in --out (or from CHECKPOINT)")
+                        help="continue from the newest valid checkpoint in --out (or from CHECKPOINT)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="start afresh in a run folder that already holds a run, deleting its checkpoints "
+                             "(without it, such a folder is refused)")
     parser.add_argument("--checkpoint-every", type=int, default=None, metavar="STEPS",
                         help="also checkpoint every STEPS optimizer steps (default: every epoch)")
     parser.add_argument("--threads", type=int, default=1, metavar="N",
@@ -109,43 +118,42 @@ def config_from_args(args):
     return cfg
 
 
-def train(cfg, out, resume=None, checkpoint_every=None, quiet=False, progress=None):
-    """Build and fit the run described by ``cfg``; returns (trainer, test metrics)."""
+def train(cfg, out, resume=None, checkpoint_every=None, quiet=False, progress=None, overwrite=False):
+    """Build and fit the run described by ``cfg``; returns (trainer, test metrics).
+
+    ``out`` must be empty or absent unless ``resume`` or ``overwrite`` (see run_folder.prepare);
+    an OSError while writing (full disk) raises run_folder.WriteFailedError naming the last
+    good checkpoint."""
+    from varlens.commands import run_folder
     from varlens.commands.recipes import build_run
-    from varlens.train.trainer import Trainer, latest_checkpoint
+    from varlens.commands.stored_config import validate_config
+    from varlens.train.trainer import Trainer
+    validate_config(cfg)
+    resume = run_folder.prepare(out, resume, overwrite, quiet)
     model, opt, sched, loss_fn, (train_dl, val_dl, test_dl), st = build_run(cfg)
     trainer = Trainer(model, opt, loss_fn, scheduler=sched, grad_clip=cfg.get("grad_clip"),
                       accumulate=int(cfg.get("accumulate") or 1), early_stopping=cfg.get("early_stopping"),
                       restore_best=val_dl is not None, out_dir=out, checkpoint_every=checkpoint_every,
                       progress=progress, quiet=quiet, config=cfg,
                       extra_state={"standardizer": st.state_dict()})
-    if resume == "latest":
-        resume = latest_checkpoint(out)
-        if resume is None:
-            raise FileNotFoundError(f"--resume: no checkpoint in {os.path.join(out, 'checkpoints')}; "
-                                    "start without --resume")
-    if not resume:  # a fresh run replaces an earlier one in the same folder
-        from varlens.train.trainer import list_checkpoints
-        stale = list_checkpoints(out)
-        for c in stale:
-            os.unlink(c)
-        if stale and not quiet:
-            print(f"removed {len(stale)} checkpoint(s) of an earlier run in {out}", flush=True)
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=1)
+    with run_folder.writes_checked(out, cfg):
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=1)
     if resume and not quiet:
         print(f"resuming from {resume}", flush=True)
     t0 = time.perf_counter()
-    trainer.fit(train_dl, val_dl, cfg["epochs"], resume=resume)
+    with run_folder.writes_checked(out, cfg):
+        trainer.fit(train_dl, val_dl, cfg["epochs"], resume=resume)
     elapsed = time.perf_counter() - t0
     test = trainer.evaluate(test_dl) if test_dl is not None else {}
     summary = {"recipe": cfg.get("recipe"), "epochs_run": trainer.epoch, "steps": trainer.step,
                "train_time_s": round(elapsed, 2), "test_loss": test.get("loss"),
                "test_acc": test.get("accuracy"), "stop_reason": trainer.stop_reason,
                "checkpoint": trainer.last_checkpoint}
-    with open(os.path.join(out, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=1)
+    with run_folder.writes_checked(out, cfg):
+        with open(os.path.join(out, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=1)
     return trainer, summary
 
 
@@ -162,6 +170,7 @@ def blas_threads(n):
 
 
 def run(args):
+    from varlens.commands.run_folder import WriteFailedError
     from varlens.train.checkpoint import CheckpointError
     from varlens.commands.recipes import RECIPES
     if args.recipe not in RECIPES:
@@ -175,10 +184,14 @@ def run(args):
             print(f"recipe {cfg['recipe']}: {cfg['description']}\nrun folder: {out}", flush=True)
         with blas_threads(args.threads):
             trainer, s = train(cfg, out, resume=args.resume, checkpoint_every=args.checkpoint_every,
-                               quiet=args.quiet, progress=False if args.no_progress else None)
+                               quiet=args.quiet, progress=False if args.no_progress else None,
+                               overwrite=getattr(args, "overwrite", False))
     except (ValueError, FileNotFoundError, CheckpointError) as e:
         print(f"varlens train: error: {e}", file=sys.stderr)
         return 2
+    except (WriteFailedError, FloatingPointError) as e:   # full disk; NaN loss or gradients
+        print(f"varlens train: error: {e}", file=sys.stderr)
+        return 1
     if s["test_acc"] is not None:
         print(f"test accuracy {100 * s['test_acc']:.2f}%  (test loss {s['test_loss']:.4f}, "
               f"{s['epochs_run']} epochs, {s['train_time_s']:.1f} s)")

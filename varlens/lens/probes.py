@@ -62,6 +62,7 @@ OP_PARAM_NAMES = {"linear": (None, "weight", "bias"), "conv": (None, "weight", "
                   "rms_norm": (None, "weight"), "embedding": ("weight",)}
 OP_SATURATING = {"tanh": "tanh", "sigmoid": "sigmoid", "softmax": "softmax"}
 CROSS_OPS = {"add", "sub", "mul"}
+MIXING_KINDS = LINEAR_LIKE | {"linear", "conv"}
 
 
 def module_kind(module):
@@ -155,6 +156,17 @@ class Lens:
     so reading them every step would dominate the lens's cost; 1 = every sampled step).
     The same *detail* steps also count float16/bfloat16 headroom and per-unit moments.
     """
+
+    def __new__(cls, model=None, *args, **kwargs):
+        # a torch.nn.Module goes to the PyTorch adapter (which imports torch; varlens never does)
+        from varlens.lens.torch_adapter import is_torch_module
+        if cls is Lens and is_torch_module(model):
+            from varlens.lens.torch_adapter import TorchLens
+            return super().__new__(TorchLens)
+        if not hasattr(model, "named_modules"):
+            raise TypeError(f"Lens: model must be a varlens.nn.Module or a torch.nn.Module, got "
+                            f"{type(model).__module__}.{type(model).__qualname__}")
+        return super().__new__(cls)
 
     def __init__(self, model, every=1, modules="all", grads=True, weights=True, weight_every=10, ops=True):
         if not isinstance(every, int) or every < 1:
@@ -349,6 +361,10 @@ class Lens:
                 if i == 0 and rec.producer is None:
                     rec.producer = prev[1]
             prod = self.records[prev[1]]
+            if i == 0 and (rec.kind in MIXING_KINDS):
+                prod.params["feeds_mixing"] = True
+                if prod.source is not None:
+                    self.records[prod.source].params["feeds_mixing"] = True
             if rec.key not in prod.consumers and not self._is_ancestor(rec, prod):
                 prod.consumers.append(rec.key)
         hit = self._summ.get(ida)
@@ -409,6 +425,8 @@ class Lens:
                 self._check_finite(rec, "backward", sm)
             if self._detail and a.size:
                 rec.grad.update_numerics(a)
+                if rec.params.get("feeds_mixing"):
+                    rec.add_units(a, _unit_axis(a), grad=True)
             return None
         return hook
 

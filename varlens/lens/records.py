@@ -36,6 +36,8 @@ Fields (framework-neutral: the PyTorch adapter fills the same structure)::
                       sum over calls of the mean over the other dims of y^2 (calibrates the
                       local ratio over units)
     unit_calls int
+    grad_unit_q, grad_unit_calls   the same for dL/d(output), kept for tensors that feed a
+                      Linear/conv (calibrates the backward local ratio over input units)
     producer   str|None   key of the record whose output was input 0
     consumers  list[str]  keys of records that read this output
     source     str|None   for a module: the op record that produced its output (same array)
@@ -467,6 +469,8 @@ class Record:
     cross_n: int = 0
     unit_q: object = None
     unit_calls: int = 0
+    grad_unit_q: object = None
+    grad_unit_calls: int = 0
     producer: str | None = None
     consumers: list = dataclasses.field(default_factory=list)
     source: str | None = None
@@ -526,19 +530,27 @@ class Record:
             return _array_of(getattr(self.module, name, None))
         return None
 
-    def add_units(self, a, axis):
-        """Accumulate the per-unit second moment of output ``a`` (units along ``axis``)."""
+    def add_units(self, a, axis, grad=False):
+        """Accumulate the per-unit second moment of output ``a`` (or of its gradient, ``grad``)
+        with units along ``axis``."""
         if a.ndim == 0 or a.dtype.kind != "f":
             return
         x = np.moveaxis(a, axis, -1).reshape(-1, a.shape[axis])
         with np.errstate(over="ignore", invalid="ignore"):
             u = np.einsum("ij,ij->j", x, x, dtype=np.float64) / x.shape[0]
-        if self.unit_q is None or self.unit_q.shape != u.shape:
-            self.unit_q, self.unit_calls = u, 1
+        fq, fc = ("grad_unit_q", "grad_unit_calls") if grad else ("unit_q", "unit_calls")
+        cur = getattr(self, fq)
+        if cur is None or cur.shape != u.shape:
+            setattr(self, fq, u)
+            setattr(self, fc, 1)
         else:
-            self.unit_q = self.unit_q + u
-            self.unit_calls += 1
+            setattr(self, fq, cur + u)
+            setattr(self, fc, getattr(self, fc) + 1)
 
     @property
     def unit_second_moments(self):
         return None if self.unit_q is None else self.unit_q / self.unit_calls
+
+    @property
+    def grad_unit_second_moments(self):
+        return None if self.grad_unit_q is None else self.grad_unit_q / self.grad_unit_calls

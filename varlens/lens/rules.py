@@ -179,6 +179,15 @@ def linear_forward(x: Moments, weight, bias=None) -> Moments:
     return Moments(float(means.mean()), float((x.var * row_sq + means * means).mean()))
 
 
+def linear_forward_units(x: Moments, weight, bias=None):
+    """Per output unit j: predicted E[y_j^2] = v |W_j|^2 + (mu r_j + b_j)^2 (an array)."""
+    W = np.asarray(weight, dtype=np.float64)
+    W = W.reshape(W.shape[0], -1)
+    b = np.zeros(W.shape[0]) if bias is None else np.asarray(bias, dtype=np.float64).reshape(-1)
+    means = x.mean * W.sum(axis=1) + b
+    return x.var * (W * W).sum(axis=1) + means * means
+
+
 def linear_forward_iid(q_in, fan_in, sigma_w2, sigma_b2=0.0) -> float:
     """The textbook form: E[y^2] = fan_in sigma_W^2 E[x^2] + sigma_b^2 (seed 001 L246, seed 003 (4.3.2))."""
     return fan_in * sigma_w2 * q_in + sigma_b2
@@ -271,3 +280,250 @@ def norm_backward(gy_q, x_var, gamma=None) -> float:
 def residual_backward(gy_q) -> float:
     """Addition copies the cotangent to both branches unchanged."""
     return gy_q
+
+
+# ----------------------------------------------------------------- rules for ops (op-level records)
+def residual_forward_measured(a: Moments, b: Moments, cross, sign=1.0) -> Moments:
+    """a + b (sign = -1: a - b) with the cross term E[a*b] MEASURED, not assumed zero:
+    E[(a +- b)^2] = E[a^2] + E[b^2] +- 2 E[a b].  Correlated branches (a skip path and a branch
+    that copies part of it) are then predicted correctly."""
+    return Moments(a.mean + sign * b.mean, max(a.q + b.q + 2 * sign * cross, 0.0))
+
+
+def product_forward(a: Moments, b: Moments) -> Moments:
+    """a * b of independent factors: E[(ab)^2] = E[a^2] E[b^2], E[ab] = E[a] E[b]."""
+    return Moments(a.mean * b.mean, a.q * b.q)
+
+
+def gaussian_power_forward(x: Moments, k) -> Moments:
+    """x^k (integer k >= 1) for Gaussian x, by quadrature."""
+    f = (lambda z: z ** k)
+    return Moments(_gauss_expect(f, x.mean, x.var), _gauss_expect(lambda z: z ** (2 * k), x.mean, x.var))
+
+
+def matmul_forward(a: Moments, b: Moments, k) -> Moments:
+    """Entries of A @ B with contraction length k and independent entries:
+    E[(sum_i a_i b_i)^2] = k E[a^2] E[b^2] + k (k - 1) (E[a] E[b])^2."""
+    mm = a.mean * b.mean
+    return Moments(k * mm, k * a.q * b.q + k * (k - 1) * mm * mm)
+
+
+_HZ, _HW = hermegauss(160)
+_HW = _HW / _HW.sum()
+
+
+def softmax_moments(row_var, n):
+    """(E[p], E[p^2], E[p^3]) of one softmax probability over n i.i.d. N(m, v) logits (m cancels).
+
+    Exact up to quadrature: with S = sum_j e^{z_j}, 1/S^k = int_0^inf t^{k-1} e^{-tS} dt / (k-1)!,
+    and independence factorises E[e^{k z_1} e^{-tS}] = E[e^{kz} e^{-t e^z}] L(t)^{n-1} with
+    L(t) = E[e^{-t e^z}] (the log-normal's Laplace transform).  The z-expectations are
+    Gauss-Hermite quadrature, the t-integral a trapezoid rule in log t.  v = 0 gives 1/n^k."""
+    v = max(float(row_var), 0.0)
+    n = int(n)
+    if n <= 1:
+        return 1.0, 1.0, 1.0
+    if v < 1e-12:
+        return 1.0 / n, 1.0 / n ** 2, 1.0 / n ** 3
+    sd = math.sqrt(v)
+    ez = np.exp(sd * _HZ)                                      # e^z at the nodes
+    lo = -math.log(n) - 10.0 * sd - 12.0
+    hi = 10.0 * sd + 12.0
+    u = np.linspace(lo, hi, 1200)
+    t = np.exp(u)
+    with np.errstate(under="ignore", over="ignore"):
+        E = np.exp(-np.outer(t, ez))                           # (T, Z): e^{-t e^z}
+        L = E @ _HW
+        logLn = (n - 1) * np.log(np.maximum(L, 1e-300))
+        out = []
+        for k, fact in ((1, 1.0), (2, 1.0), (3, 2.0)):
+            inner = E @ (_HW * ez ** k)                       # E[e^{kz} e^{-t e^z}]
+            f = t ** k * inner * np.exp(logLn) / fact          # t^{k-1} dt = t^k du
+            out.append(float(np.sum((f[1:] + f[:-1]) * np.diff(u)) / 2))
+    return tuple(out)
+
+
+def softmax_forward(row_var, n_valid) -> Moments:
+    """Softmax over rows of logits with within-row variance ``row_var``.  ``n_valid``: the
+    number of keys each row may attend to, as (values, counts) (a causal mask gives 1..n);
+    masked entries are exact zeros, so E[p^2] averages n_j E[p^2 | n_j] over the row length."""
+    vals, cnts = n_valid
+    n = int(max(vals))
+    tot = float(np.sum(cnts))
+    m = q = 0.0
+    for nv, c in zip(vals, cnts):
+        _, p2, _ = softmax_moments(row_var, int(nv))
+        q += c / tot * p2 * nv / n
+        m += c / tot * 1.0 / n
+    return Moments(m, q)
+
+
+def softmax_backward(gq, row_var, n) -> float:
+    """E[gz^2] for gz = p * (g - sum_j p_j g_j) with g independent of p and zero mean:
+    E[g^2] (E[p^2] (1 + n E[p^2]) - 2 E[p^3])."""
+    _, p2, p3 = softmax_moments(row_var, n)
+    return gq * max(p2 * (1 + n * p2) - 2 * p3, 0.0)
+
+
+def log_softmax_forward(row_var, n, mean_logit=0.0) -> Moments:
+    """log p = z - logsumexp(z): with the sum over the others replaced by its mean,
+    E[(log p)^2] by quadrature."""
+    v = max(float(row_var), 0.0)
+    f = (lambda z: z - np.logaddexp(z, math.log(max(n - 1, 1)) + v / 2))
+    return Moments(_gauss_expect(f, 0.0, v), _gauss_expect(lambda z: f(z) ** 2, 0.0, v))
+
+
+def attention_logits_moments(d, qm: Moments, km: Moments, scale) -> Moments:
+    """s = scale * q.k over d dimensions, independent entries (the mean terms kept)."""
+    r = matmul_forward(qm, km, d)
+    return Moments(scale * r.mean, scale * scale * r.q)
+
+
+def _valid_fraction(size, k, stride, pad_lo, pad_hi, dil, out_side):
+    """Per tap: fraction of output positions (out_side=True) or of input positions where the
+    tap reads (is read by) a real input element, not padding."""
+    n_out = (size + pad_lo + pad_hi - dil * (k - 1) - 1) // stride + 1
+    taps = np.arange(k)
+    if out_side:
+        o = np.arange(max(n_out, 0))[:, None]
+        i = o * stride - pad_lo + taps[None, :] * dil
+        valid = (i >= 0) & (i < size)
+        return valid, n_out
+    i = np.arange(size)[:, None]
+    t = i + pad_lo - taps[None, :] * dil
+    valid = (t >= 0) & (t % stride == 0) & (t // stride < n_out)
+    return valid, n_out
+
+
+def _conv_geometry(weight, in_shape, stride, pads, dilation):
+    nd = weight.ndim - 2
+    spatial = tuple(in_shape[-nd:])
+    st = tuple(stride) if np.ndim(stride) else (int(stride),) * nd
+    dl = tuple(dilation) if np.ndim(dilation) else (int(dilation),) * nd
+    if len(st) < nd:
+        st = st * nd
+    if len(dl) < nd:
+        dl = dl * nd
+    pads = tuple(pads) if np.ndim(pads) else (int(pads),) * (2 * nd)
+    if len(pads) == nd:
+        pads = tuple(x for p in pads for x in (p, p))
+    return nd, spatial, st[-nd:], dl[-nd:], pads[-2 * nd:]
+
+
+def conv_forward(x: Moments, weight, bias, in_shape, stride=1, pads=0, dilation=1, units=False):
+    """Convolution output moments with zero padding counted exactly (the border effect).
+
+    For i.i.d. input entries (mean mu, variance v) and output channel c at position o,
+    E[y^2] = v sum_{taps valid at o} |W_c,tap|^2 + (mu sum_{taps valid at o} W_c,tap + b_c)^2;
+    averaged over channels and positions.  Taps that fall on padding read zeros, so a border
+    position sees fewer terms: with a 3x3 kernel and padding 1 on an 8x8 map, 16% of the taps
+    fall on padding.  ``pads``: (before, after) per spatial dim, flattened.  ``units``: return the
+    per-channel predictions (an array) instead of the pooled Moments."""
+    W = np.asarray(weight, dtype=np.float64)
+    nd, spatial, st, dl, pads = _conv_geometry(W, in_shape, stride, pads, dilation)
+    co = W.shape[0]
+    w2 = (W * W).sum(axis=1)          # (Co, k1, ..., knd)
+    ws = W.sum(axis=1)
+    masks = []
+    for d in range(nd):
+        valid, _ = _valid_fraction(spatial[d], W.shape[2 + d], st[d], pads[2 * d], pads[2 * d + 1], dl[d], True)
+        masks.append(valid.astype(np.float64))
+    # variance part: sum over taps of |W_tap|^2 * fraction of positions where the tap is valid
+    frac = masks[0].mean(axis=0)
+    for m in masks[1:]:
+        frac = np.multiply.outer(frac, m.mean(axis=0))
+    var_c = x.var * (w2.reshape(co, -1) * frac.reshape(1, -1)).sum(axis=1)
+    # mean part: per position, r_c(o) = sum of W over the valid taps
+    r = ws
+    for d in range(nd):
+        r = np.tensordot(r, masks[d], axes=([1], [1]))    # contracts tap axis d, appends positions
+    r = r.reshape(co, -1)
+    b = np.zeros(co) if bias is None else np.asarray(bias, dtype=np.float64).reshape(-1)
+    means = x.mean * r + b[:, None]
+    if units:
+        return var_c + (means * means).mean(axis=1)
+    return Moments(float(means.mean()), float(var_c.mean()) + float((means * means).mean()))
+
+
+def padding_fraction(weight_shape, in_shape, stride=1, pads=0, dilation=1):
+    """Fraction of a convolution's taps (over output positions) that read padding."""
+    W = np.zeros(weight_shape)
+    nd, spatial, st, dl, pads = _conv_geometry(W, in_shape, stride, pads, dilation)
+    frac = 1.0
+    for d in range(nd):
+        valid, _ = _valid_fraction(spatial[d], weight_shape[2 + d], st[d], pads[2 * d], pads[2 * d + 1], dl[d], True)
+        frac *= valid.mean()
+    return 1.0 - frac
+
+
+def conv_backward_padded(gy_q, weight, in_shape, stride=1, pads=0, dilation=1, groups=1) -> float:
+    """E[gx^2] of a convolution, borders and stride counted: input element i receives from
+    each tap whose output position exists (t = i + pad - k dil divisible by the stride, inside
+    the output), so E[gx^2] = E[gy^2] sum_{c, c', taps} W^2 f_in(tap) / C_in with f_in the
+    fraction of input positions the tap reaches."""
+    W = np.asarray(weight, dtype=np.float64)
+    nd, spatial, st, dl, pads = _conv_geometry(W, in_shape, stride, pads, dilation)
+    frac = None
+    for d in range(nd):
+        valid, _ = _valid_fraction(spatial[d], W.shape[2 + d], st[d], pads[2 * d], pads[2 * d + 1], dl[d], False)
+        f = valid.mean(axis=0)
+        frac = f if frac is None else np.multiply.outer(frac, f)
+    w2 = (W * W).sum(axis=(0, 1))
+    return gy_q * float((w2 * frac).sum()) / (W.shape[1] * groups)
+
+
+def avg_pool_forward(x: Moments, window, corr) -> Moments:
+    """Mean of ``window`` entries with mean mu, variance v and MEASURED mean pairwise correlation
+    rho inside a window: E[y^2] = mu^2 + v (1 + (K - 1) rho) / K."""
+    K = float(window)
+    return Moments(x.mean, x.mean * x.mean + x.var * (1 + (K - 1) * corr) / K)
+
+
+def avg_pool_backward(gy_q, window, stride_area) -> float:
+    """Each input gets gy/K from each of the K/S windows that hold it: E[gy^2] / (K S)."""
+    return gy_q / (float(window) * float(stride_area))
+
+
+def batchnorm_eval_forward(ch_mean, ch_q, running_mean, running_var, gamma, beta, eps) -> Moments:
+    """Batch norm in eval mode is an affine map per channel, y = a_c x + b_c with
+    a_c = gamma_c / sqrt(rv_c + eps), b_c = beta_c - a_c rm_c: E[y_c^2] = a^2 E[x_c^2] + 2 a b E[x_c] + b^2
+    from the measured per-channel input moments (exact)."""
+    C = len(running_mean)
+    g = np.ones(C) if gamma is None else np.asarray(gamma, dtype=np.float64).reshape(-1)
+    bt = np.zeros(C) if beta is None else np.asarray(beta, dtype=np.float64).reshape(-1)
+    a = g / np.sqrt(np.asarray(running_var) + eps)
+    b = bt - a * np.asarray(running_mean)
+    q = a * a * ch_q + 2 * a * b * ch_mean + b * b
+    return Moments(float((a * ch_mean + b).mean()), float(q.mean()))
+
+
+def batchnorm_eval_backward(gy_q, running_var, gamma, eps) -> float:
+    C = len(running_var)
+    g = np.ones(C) if gamma is None else np.asarray(gamma, dtype=np.float64).reshape(-1)
+    return gy_q * float(np.mean(g * g / (np.asarray(running_var) + eps)))
+
+
+def embedding_forward(weight) -> Moments:
+    """A looked-up row, tokens taken uniformly: the table's mean and mean square."""
+    W = np.asarray(weight, dtype=np.float64)
+    return Moments(float(W.mean()), float((W * W).mean()))
+
+
+def unary_forward(f, x: Moments) -> Moments:
+    """E[f(z)], E[f(z)^2] for z ~ N(m, v) by quadrature (GELU, SiLU, exp, ... any NumPy map)."""
+    return Moments(_gauss_expect(f, x.mean, x.var), _gauss_expect(lambda z: f(z) ** 2, x.mean, x.var))
+
+
+def unary_backward(gy_q, f, x: Moments, df=None) -> float:
+    """E[f'(z)^2] E[gy^2]; f' by central differences when not given."""
+    if df is None:
+        def df(z):
+            h = 1e-5 * (1 + np.abs(z))
+            return (f(z + h) - f(z - h)) / (2 * h)
+    return gy_q * _gauss_expect(lambda z: df(z) ** 2, x.mean, x.var)
+
+
+UNARY = {"exp": np.exp, "sin": np.sin, "cos": np.cos, "abs": np.abs, "erf": _erf, "neg": np.negative,
+         "tanh": np.tanh, "sigmoid": _sigmoid, "relu": ACTIVATIONS["relu"].f, "gelu": _gelu,
+         "silu": ACTIVATIONS["silu"].f, "elu": ACTIVATIONS["elu"].f, "softplus": ACTIVATIONS["softplus"].f,
+         "erfc": lambda z: 1 - _erf(z), "expm1": np.expm1}

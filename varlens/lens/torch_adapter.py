@@ -42,7 +42,8 @@ import math
 import numpy as np
 
 from varlens.lens import records as R
-from varlens.lens.probes import Lens, module_kind
+from varlens.lens.probes import (CROSS_OPS, LINEAR_LIKE, MIXING_KINDS, NORM_LIKE, OP_SATURATING, POOL_LIKE, Lens,
+                                 _saturation_kind, module_kind)
 
 _torch = None       # the torch module, bound by the first TorchLens (this file never imports it at load)
 _MODE = None        # the TorchFunctionMode subclass (made once torch is imported)
@@ -84,38 +85,45 @@ def _bind_torch():
             op = _op_name(func)
             if op is None or not lens._active:
                 return func(*args, **kwargs)
-            pre = lens._pre_op(op, func, args, kwargs)
+            pre = None
+            if op not in _VIEWS and _writes_input(func, kwargs) and args and isinstance(args[0], torch.Tensor):
+                pre = lens._input_moments(args[0])      # an in-place op: its input before it writes
             out = func(*args, **kwargs)
-            lens._record_op(op, func, args, kwargs, out, pre)
+            lens._op(op, func, args, kwargs, out, pre)
             return out
 
     _torch, _MODE, _F64 = torch, _OpMode, torch.float64
 
 
 # ------------------------------------------------------------------ op names
-# function name (after stripping underscores) -> the lens's op kind; names not here keep their own
+# torch function name (underscores stripped) -> the op name the varlens recorder gives the same maths
 _ALIASES = {"radd": "add", "iadd": "add", "rsub": "sub", "isub": "sub", "rmul": "mul", "imul": "mul",
             "truediv": "div", "rtruediv": "div", "itruediv": "div", "divide": "div", "multiply": "mul",
-            "subtract": "sub", "rmatmul": "matmul", "bmm": "matmul", "mm": "matmul",
-            "scaled_dot_product_attention": "sdpa", "relu6": "relu6", "neg": "neg"}
-# functions that move, view, cast or describe a tensor: no row of their own
-_SKIP = {"view", "reshape", "view_as", "reshape_as", "flatten", "unflatten", "transpose", "permute", "t",
-         "contiguous", "expand", "expand_as", "squeeze", "unsqueeze", "getitem", "setitem", "narrow", "select",
-         "chunk", "split", "unbind", "tensor_split", "to", "float", "double", "half", "bfloat16", "type",
-         "type_as", "detach", "clone", "size", "dim", "stride", "numel", "requires_grad", "get", "set",
-         "cpu", "cuda", "data_ptr", "is_contiguous", "element_size", "is_floating_point", "storage_offset",
-         "len", "repr", "format", "bool", "long", "int", "item", "tolist", "numpy", "new_zeros", "new_ones",
-         "new_empty", "new_full", "new_tensor", "zeros_like", "ones_like", "empty_like", "full_like",
-         "randn_like", "rand_like", "zeros", "ones", "empty", "full", "arange", "tensor", "randn", "rand",
-         "randint", "tril", "triu", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and",
-         "isfinite", "isnan", "argmax", "argmin", "masked_fill", "register_hook", "retain_grad", "backward",
-         "apply", "movedim", "swapaxes", "split_with_sizes", "as_strided", "unfold", "repeat",
-         "repeat_interleave", "broadcast_to", "is_complex", "hash", "iter", "contains", "reversed", "dir",
+            "subtract": "sub", "rmatmul": "matmul", "bmm": "matmul", "mm": "matmul", "conv1d": "conv",
+            "conv2d": "conv", "conv3d": "conv", "max_pool1d": "max_pool", "max_pool2d": "max_pool",
+            "avg_pool1d": "avg_pool", "avg_pool2d": "avg_pool", "scaled_dot_product_attention": "sdpa",
+            "dropout1d": "dropout", "dropout2d": "dropout", "dropout3d": "dropout", "pow": "pow", "rpow": "pow"}
+# functions that only rearrange, view or copy values: not rows; their output passes the moments and
+# the producer of their input on (the varlens recorder lists its own view Functions as rows)
+_VIEWS = {"view", "reshape", "view_as", "reshape_as", "flatten", "unflatten", "transpose", "permute", "t",
+          "contiguous", "squeeze", "unsqueeze", "movedim", "swapaxes", "swapdims", "clone", "T", "mT"}
+# functions that describe, index, cast or create tensors: not rows
+_SKIP = {"getitem", "setitem", "narrow", "select", "chunk", "split", "unbind", "tensor_split", "to", "float",
+         "double", "half", "bfloat16", "type", "type_as", "detach", "size", "dim", "stride", "numel",
+         "requires_grad", "get", "set", "cpu", "cuda", "data_ptr", "is_contiguous", "element_size",
+         "is_floating_point", "storage_offset", "len", "repr", "format", "bool", "long", "int", "item",
+         "tolist", "numpy", "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "zeros_like",
+         "ones_like", "empty_like", "full_like", "randn_like", "rand_like", "zeros", "ones", "empty", "full",
+         "arange", "tensor", "randn", "rand", "randint", "tril", "triu", "eq", "ne", "lt", "le", "gt", "ge",
+         "logical_not", "logical_and", "logical_or", "isfinite", "isnan", "isinf", "argmax", "argmin",
+         "register_hook", "retain_grad", "backward", "apply", "split_with_sizes", "as_strided", "unfold",
+         "expand", "expand_as", "broadcast_to", "is_complex", "hash", "iter", "contains", "reversed", "dir",
          "setstate", "reduce_ex", "deepcopy", "storage", "untyped_storage", "share_memory", "pin_memory",
-         "get_device", "nelement", "ndimension", "copy", "fill", "zero", "requires_grad_", "normal",
-         "uniform", "copy_", "fill_", "zero_", "normal_", "uniform_", "detach_", "is_leaf", "grad_fn",
-         "shape", "dtype", "device", "ndim", "T", "mT", "H", "mH", "data", "grad", "layout", "names"}
-_NAMES = {}         # func -> op kind, or None (not recorded)
+         "get_device", "nelement", "ndimension", "copy", "fill", "zero", "normal", "uniform", "is_leaf",
+         "grad_fn", "shape", "dtype", "device", "ndim", "H", "mH", "data", "grad", "layout", "names",
+         "has_torch_function", "is_tensor", "is_grad_enabled", "masked_fill", "where", "index_select",
+         "gather", "nonzero", "sort", "topk", "any", "all"}
+_NAMES = {}         # func -> op name, or None (not recorded)
 
 
 def _op_name(func):
@@ -123,7 +131,7 @@ def _op_name(func):
         return _NAMES[func]
     except KeyError:
         pass
-    except TypeError:           # unhashable callables: name them every time
+    except TypeError:           # an unhashable callable: name it every time
         return _name_of(func)
     n = _NAMES[func] = _name_of(func)
     return n
@@ -131,22 +139,28 @@ def _op_name(func):
 
 def _name_of(func):
     name = getattr(func, "__name__", "") or ""
-    inplace = name.endswith("_") and not name.startswith("__")
+    if name.startswith("__get") or name.startswith("__set"):
+        return None
     core = name.strip("_")
-    if not core or core in _SKIP or name in _SKIP or name.startswith("__get") or name.startswith("__set"):
+    if not core or core in _SKIP:
         return None
-    if inplace and core in _SKIP:
-        return None
+    if core in _VIEWS:
+        return core
     return _ALIASES.get(core, core)
+
+
+def _writes_input(func, kwargs):
+    """True for an in-place call (``relu_``, ``x += y``, ``F.relu(x, inplace=True)``)."""
+    name = getattr(func, "__name__", "")
+    return bool(kwargs.get("inplace")) or (name.endswith("_") and not name.startswith("__")) or \
+        name.startswith("__i")
 
 
 # per op kind: the names of its positional arguments; the first is the activation, tensors among
 # the others are parameters (read for the rules, not recorded as inputs)
 _SIGNATURES = {
     "linear": ("input", "weight", "bias"),
-    "conv1d": ("input", "weight", "bias", "stride", "padding", "dilation", "groups"),
-    "conv2d": ("input", "weight", "bias", "stride", "padding", "dilation", "groups"),
-    "conv3d": ("input", "weight", "bias", "stride", "padding", "dilation", "groups"),
+    "conv": ("input", "weight", "bias", "stride", "padding", "dilation", "groups"),
     "layer_norm": ("input", "normalized_shape", "weight", "bias", "eps"),
     "rms_norm": ("input", "normalized_shape", "weight", "eps"),
     "group_norm": ("input", "num_groups", "weight", "bias", "eps"),
@@ -155,45 +169,16 @@ _SIGNATURES = {
                       "momentum", "eps"),
     "embedding": ("input", "weight", "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq", "sparse"),
     "dropout": ("input", "p", "training", "inplace"),
-    "dropout1d": ("input", "p", "training", "inplace"),
-    "dropout2d": ("input", "p", "training", "inplace"),
-    "dropout3d": ("input", "p", "training", "inplace"),
     "softmax": ("input", "dim"),
     "log_softmax": ("input", "dim"),
     "leaky_relu": ("input", "negative_slope", "inplace"),
     "elu": ("input", "alpha", "inplace"),
     "gelu": ("input",),
-    "max_pool1d": ("input", "kernel_size", "stride", "padding", "dilation"),
-    "max_pool2d": ("input", "kernel_size", "stride", "padding", "dilation"),
-    "avg_pool1d": ("input", "kernel_size", "stride", "padding"),
-    "avg_pool2d": ("input", "kernel_size", "stride", "padding"),
+    "max_pool": ("input", "kernel_size", "stride", "padding", "dilation"),
+    "avg_pool": ("input", "kernel_size", "stride", "padding"),
     "sdpa": ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale"),
 }
-_PARAM_ARGS = {"weight", "bias", "running_mean", "running_var"}
-_SCALAR_PARAMS = {"p", "training", "eps", "dim", "negative_slope", "alpha", "stride", "padding", "dilation",
-                  "groups", "kernel_size", "normalized_shape", "num_groups", "momentum", "dropout_p",
-                  "is_causal", "scale", "padding_idx", "use_input_stats"}
-SATURATING_OPS = {"tanh": "tanh", "sigmoid": "sigmoid", "softmax": "softmax", "hardtanh": "tanh",
-                  "softsign": "tanh"}
-
-
-def _bind(op, args, kwargs):
-    """(named arguments, activation inputs) of one op call."""
-    sig = _SIGNATURES.get(op)
-    if sig is None:
-        named = dict(kwargs)
-        ins = [a for a in args if isinstance(a, _torch.Tensor)]
-        ins += [v for v in kwargs.values() if isinstance(v, _torch.Tensor)]
-        return named, ins
-    named = dict(zip(sig, args))
-    named.update(kwargs)
-    if "input" not in named and args:
-        named["input"] = args[0]
-    if op == "sdpa":
-        ins = [named.get(k) for k in ("query", "key", "value")]
-        return named, [t for t in ins if isinstance(t, _torch.Tensor)]
-    x = named.get("input")
-    return named, [x] if isinstance(x, _torch.Tensor) else []
+_PARAM_NAMES = {"weight", "bias"}
 
 
 def _first_tensor(obj):
@@ -300,8 +285,12 @@ def _saturation_torch(stats, t, kind):
         stats.entropy_n += int(ent.numel())
 
 
-def _numerics_torch(stats, t):
-    """Stats.update_numerics by torch ops on a strided sample of the tensor."""
+def _update_numerics(stats, t):
+    """Stats.update_numerics for a torch tensor (by torch ops off the host)."""
+    a = _host_view(t)
+    if a is not None:
+        stats.update_numerics(a)
+        return
     flat = t.detach().reshape(-1)
     if not flat.is_floating_point() or flat.numel() == 0:
         return
@@ -357,31 +346,29 @@ def _summary_of(t):
     return R.summarize(a) if a is not None else torch_summary(t)
 
 
-def _unit_axis(kind):
-    """The axis of an output's units for the per-unit second moments (None: not a mixing layer)."""
-    if kind in ("Linear", "linear", "LayerNorm", "layer_norm", "RMSNorm", "rms_norm", "Embedding", "embedding"):
-        return -1
-    if kind.startswith("Conv") or kind.startswith("conv") or kind.startswith("BatchNorm") or kind in (
-            "batch_norm", "GroupNorm", "group_norm"):
-        return 1
-    return None
-
-
-def _add_units(rec, t, axis):
-    """Record.add_units for a torch tensor (by torch ops off the host)."""
+def _add_units(rec, t, axis, grad=False):
+    """Record.add_units for a torch tensor (by torch ops where it is not a host array)."""
     a = _host_view(t)
     if a is not None:
-        rec.add_units(a, axis)
+        rec.add_units(a, axis, grad=grad)
         return
     if t.dim() == 0 or not t.is_floating_point():
         return
     x = t.detach().movedim(axis, -1).reshape(-1, t.shape[axis]).to(_F64)
     u = ((x * x).sum(dim=0) / x.shape[0]).cpu().numpy()
-    if rec.unit_q is None or rec.unit_q.shape != u.shape:
-        rec.unit_q, rec.unit_calls = u, 1
+    fq, fc = ("grad_unit_q", "grad_unit_calls") if grad else ("unit_q", "unit_calls")
+    cur = getattr(rec, fq)
+    if cur is None or cur.shape != u.shape:
+        setattr(rec, fq, u)
+        setattr(rec, fc, 1)
     else:
-        rec.unit_q = rec.unit_q + u
-        rec.unit_calls += 1
+        setattr(rec, fq, cur + u)
+        setattr(rec, fc, getattr(rec, fc) + 1)
+
+
+def _unit_axis(t):
+    """Units of a Linear output are its last axis, of a conv output its channel axis 1 (as probes)."""
+    return 1 if t.dim() >= 3 else t.dim() - 1
 
 
 def _group_var(kind, module_or_shape, t):
@@ -401,12 +388,13 @@ def _group_var(kind, module_or_shape, t):
 class TorchLens(Lens):
     """The variance lens attached to a ``torch.nn.Module`` (same records, rows, JSON and plots).
 
-    Made by ``varlens.lens.Lens(model)`` when ``model`` is a torch module; the arguments are
-    Lens's, plus ``ops`` (default True: record every op the forward runs, not only module calls).
+    Made by ``varlens.lens.Lens(model)`` when ``model`` is a torch module, with Lens's arguments.
+    Each record is filled as :class:`varlens.lens.probes.Lens` fills it for a varlens model
+    (module records share their output's statistics with the op that made it; op inputs are
+    numbered by argument position; parameters are read at compare time), so the rows agree.
     """
 
-    def __init__(self, model, every=1, modules="all", grads=True, weights=True, weight_every=10, ops=True,
-                 **options):
+    def __init__(self, model, every=1, modules="all", grads=True, weights=True, weight_every=10, ops=True):
         if is_compiled(model):
             raise TypeError("Lens: a torch.compile'd model (OptimizedModule) is not supported: the lens's "
                             "hooks and function mode are not seen inside compiled graphs. Pass the eager "
@@ -416,119 +404,98 @@ class TorchLens(Lens):
         if not isinstance(weight_every, int) or weight_every < 1:
             raise ValueError(f"Lens: weight_every must be a positive int, got {weight_every!r}")
         _bind_torch()
-        self.model, self.every, self.grads, self.weights = model, every, grads, weights
+        self.model, self.every, self.grads, self.weights, self.ops = model, every, grads, weights, bool(ops)
         self.weight_every = weight_every
-        self.record_ops = ops
-        self.options = options
         self.framework = "torch"
         self.records = {}
         self.steps_seen = 0
         self.steps_sampled = 0
+        self.first_nonfinite = {"forward": None, "backward": None}
         self._active = True
+        self._detail = True
         self._handles = []
         self._calls = {}
-        self._produced = {}       # id(tensor) -> (tensor, version, key)   within one pass
+        self._produced = {}       # id(tensor) -> (tensor, version, key)          within one pass
         self._summ = {}           # id(tensor) -> (tensor, version, summary)
-        self._gsumm = {}          # id(grad) -> (grad, summary)
+        self._alias = {}          # id(view) -> (view, base): views pass their base's moments and producer on
+        self._gsumm = {}          # id(grad) -> (grad, summary)                    within one backward
         self._stack = []          # paths of the modules running now (innermost last)
-        self._pre = []            # input moments taken before an in-place module ran
+        self._pre = []            # input moments of in-place modules, taken before they ran
         self._order = 0
         self._mode = None
-        self._taps = 0
-        self._first_bad = {}
-        root = model
         for name, mod in model.named_modules():
             path = name or "(model)"
-            rec_it = True
+            rec = True
             if modules == "leaves" and any(True for _ in mod.children()):
-                rec_it = False
+                rec = False
             elif callable(modules) and not modules(name, mod):
-                rec_it = False
-            if mod is root:
-                self._handles.append(mod.register_forward_pre_hook(self._root_pre))
-                self._handles.append(mod.register_forward_hook(self._make_post(path, rec_it, root=True),
-                                                               always_call=True))
-            else:
-                self._handles.append(mod.register_forward_pre_hook(self._make_pre(path)))
-                self._handles.append(mod.register_forward_hook(self._make_post(path, rec_it), always_call=True))
+                rec = False
+            root = mod is model
+            self._handles.append(mod.register_forward_pre_hook(self._make_pre(path, root)))
+            self._handles.append(mod.register_forward_hook(self._make_post(path, rec, root), always_call=True))
 
     # ------------------------------------------------------------------ module hooks
-    def _root_pre(self, module, args):
-        self._begin_pass()
-        self._stack.append("(model)")
-        if self._active:
-            self._pre_module(module, args)
-            if self.record_ops:
+    def _make_pre(self, path, root):
+        def pre(module, args):
+            if root:
+                self._clear_pass()
+            if not self._active:
+                return None
+            self._stack.append(path)
+            if getattr(module, "inplace", False) is True:   # its input will be overwritten: read it now
+                with _torch._C.DisableTorchFunction():
+                    x = _first_tensor(args)
+                    self._pre.append(self._input_moments(x) if x is not None else None)
+            if root and self.ops and self._mode is None:
                 self._mode = _MODE(self)
                 self._mode.__enter__()
-        return None
-
-    def _make_pre(self, path):
-        def pre(module, args):
-            self._stack.append(path)
-            if self._active:
-                self._pre_module(module, args)
             return None
         return pre
 
-    def _pre_module(self, module, args):
-        """Remember the input moments of an in-place module before it overwrites its input."""
-        if getattr(module, "inplace", False):
-            with _torch._C.DisableTorchFunction():
-                x = _first_tensor(args)
-                self._pre.append(self._input_moments(x) if x is not None else None)
-
-    def _make_post(self, path, rec_it, root=False):
+    def _make_post(self, path, rec, root):
         def post(module, args, output):
             try:
-                if self._active and rec_it:
-                    with _torch._C.DisableTorchFunction():
-                        self._record_module(path, module, args, output)
-                elif self._active and getattr(module, "inplace", False) and self._pre:
-                    self._pre.pop()
+                if self._active:
+                    st = self._stack
+                    if st and st[-1] == path:
+                        st.pop()
+                    elif path in st:                      # a child raised past its hook: unwind
+                        del st[st.index(path):]
+                    pre = self._pre.pop() if getattr(module, "inplace", False) is True and self._pre else None
+                    if rec and output is not None:
+                        with _torch._C.DisableTorchFunction():
+                            self._record_module(path, module, args, output, pre)
             finally:
-                if self._stack:
-                    self._stack.pop()
                 if root:
                     self._end_pass()
             return None
         return post
 
-    def _begin_pass(self):
+    def _clear_pass(self):
         self._calls.clear()
         self._produced.clear()
         self._summ.clear()
+        self._alias.clear()
         self._stack.clear()
         self._pre.clear()
 
-    def _end_pass(self):
+    def _end_pass(self, *args):
         """The model's forward returned (or raised): leave the function mode; the next call of a
-        module is its first use again."""
+        module is its first use again (several passes per step merge into the same records)."""
         if self._mode is not None:
             mode, self._mode = self._mode, None
             mode.__exit__(None, None, None)
-        self._calls.clear()
-        self._produced.clear()
-        self._summ.clear()
-        self._stack.clear()
-        self._pre.clear()
+        self._clear_pass()
+        return None
 
-    # ------------------------------------------------------------------ records
-    def _new_key(self, base):
-        k = self._calls.get(base, 0)
-        self._calls[base] = k + 1
-        return base if k == 0 else f"{base}#{k}"
-
-    def _get_record(self, key, path, level, kind, cls, module=None, op=None):
-        rec = self.records.get(key)
-        if rec is None:
-            rec = self.records[key] = R.Record(key=key, path=path, level=level, kind=kind, op=op, cls=cls,
-                                               order=self._order, module=module)
-            self._order += 1
+    # ------------------------------------------------------------------ bookkeeping
+    def _new(self, key, **kw):
+        rec = self.records[key] = R.Record(key, order=self._order, **kw)
+        self._order += 1
         return rec
 
     def _summary(self, t):
-        """The summary of tensor ``t`` as it is now (memoised per tensor object and version)."""
+        """The summary of ``t`` as it is now (once per tensor object and version per pass)."""
         hit = self._summ.get(id(t))
         v = t._version
         if hit is not None and hit[0] is t and hit[1] == v:
@@ -537,165 +504,69 @@ class TorchLens(Lens):
         self._summ[id(t)] = (t, v, sm)
         return sm
 
+    def _base(self, x):
+        """The recorded tensor a view was made from (views are not rows: they pass moments on)."""
+        while True:
+            hit = self._alias.get(id(x))
+            if hit is None or hit[0] is not x:
+                return x
+            x = hit[1]
+
     def _input_moments(self, x):
-        """(mean, E[x^2], producer key or None) of an input tensor as it is now."""
+        """(mean, E[x^2], producer key or None) of input ``x`` as it is now; None if not finite."""
+        x = self._base(x)
+        prod = self._produced.get(id(x))
+        key = prod[2] if prod is not None and prod[0] is x and prod[1] == x._version else None
         hit = self._summ.get(id(x))
         if hit is not None and hit[0] is x and hit[1] == x._version:
             sm = hit[2]
             if sm[0] == 0:
-                return None
-            mean, q = sm[1], sm[2] / sm[0] + sm[1] * sm[1]
-        else:
-            mo = torch_moments(x)
-            if mo is None:
-                return None
-            mean, q = mo[1], mo[2]
-        prod = self._produced.get(id(x))
-        key = prod[2] if prod is not None and prod[0] is x and prod[1] == x._version else None
-        return mean, q, key
+                return float("nan"), float("nan"), key
+            return sm[1], sm[2] / sm[0] + sm[1] * sm[1], key
+        mo = torch_moments(x)
+        if mo is None:
+            return float("nan"), float("nan"), key
+        return mo[1], mo[2], key
 
-    def _note_input(self, rec, i, mom, shape):
+    def _note_input(self, rec, i, x, mom=None, module=None):
+        """Input ``i`` of ``rec``: producer link and pooled moments (probes.Lens._note_input)."""
         if mom is None:
-            return
-        mean, q, prod = mom
-        inp = rec.input(i)
-        inp.add(mean, q, tuple(shape))
-        if prod is not None and prod != rec.key:
-            if inp.producer is None:
-                inp.producer = prod
-            if i == 0 and rec.producer is None:
-                rec.producer = prod
-            p = self.records[prod]
-            if rec.key not in p.consumers and not _is_ancestor(rec, p):
-                p.consumers.append(rec.key)
+            mom = self._input_moments(x)
+        mean, q, prev = mom
+        im = rec.input(i)
+        if prev is not None and prev != rec.key:
+            if im.producer is None:
+                im.producer = prev
+                if i == 0 and rec.producer is None:
+                    rec.producer = prev
+            prod = self.records[prev]
+            if i == 0 and rec.kind in MIXING_KINDS:
+                prod.params["feeds_mixing"] = True
+                if prod.source is not None:
+                    self.records[prod.source].params["feeds_mixing"] = True
+            if rec.key not in prod.consumers and not self._is_ancestor(rec, prod):
+                prod.consumers.append(rec.key)
+        if module is not None and math.isfinite(q):
+            if rec.kind in NORM_LIKE:
+                rec.inp_var_group = _group_var(rec.kind, module, x)
+            if rec.kind in LINEAR_LIKE | POOL_LIKE:
+                rec.params["in_shape"] = tuple(x.shape)
+        im.add(mean, q, tuple(x.shape))
 
-    def _measure_output(self, rec, t, kind_sat):
+    def _measure(self, rec, t):
+        """Output statistics of a record (and the gradient hook on the output)."""
         sm = self._summary(t)
-        _update_stats(rec.out, t, kind_sat, sm)
+        _update_stats(rec.out, t, rec.sat_kind, sm)
         if sm[5] or sm[6]:
-            rec.nonfinite.setdefault("forward", self.steps_seen)
+            self._check_finite(rec, "forward", sm)
+        if self._detail:
+            _update_numerics(rec.out, t)
         rec.rows = t.shape[0] if t.dim() else 1
         if self.grads and t.requires_grad:
             h = rec.grad_hook
             if h is None:
                 h = rec.grad_hook = self._grad_hook(rec)
             t.register_hook(h)
-
-    def _record_module(self, path, module, args, output):
-        key = self._new_key(path)
-        kind = module_kind(module)
-        rec = self._get_record(key, path, "module", kind, type(module).__name__, module=module)
-        if not rec.params:
-            rec.params = _module_params(module)
-        rec.params["training"] = bool(module.training)
-        out = _first_tensor(output)
-        inp = _first_tensor(args)
-        pre = self._pre.pop() if getattr(module, "inplace", False) and self._pre else None
-        if inp is not None and inp.is_floating_point():
-            mom = pre if pre is not None else self._input_moments(inp)
-            self._note_input(rec, 0, mom, inp.shape)
-            if kind in R_NORMS:
-                rec.inp_var_group = _group_var(kind, module, inp) if pre is None else rec.inp_var_group
-        if out is None or not out.is_floating_point():
-            return
-        hit = self._produced.get(id(out))
-        if hit is not None and hit[0] is out and hit[1] == out._version and self.records[hit[2]].level == "op":
-            rec.source = hit[2]
-        sat = _SAT_MODULES.get(kind)
-        self._measure_output(rec, out, sat)
-        ax = _unit_axis(kind)
-        if ax is not None:
-            _add_units(rec, out, ax)
-        self._produced[id(out)] = (out, out._version, key)
-
-    def _pre_op(self, op, func, args, kwargs):
-        """Input moments of an in-place op, taken before it writes."""
-        name = getattr(func, "__name__", "")
-        if kwargs.get("inplace") or (name.endswith("_") and not name.startswith("__")) or name.startswith("__i"):
-            x = args[0] if args and isinstance(args[0], _torch.Tensor) else None
-            return self._input_moments(x) if x is not None else None
-        return None
-
-    def _record_op(self, op, func, args, kwargs, out, pre):
-        t = _first_tensor(out)
-        if t is None or not t.is_floating_point():
-            return
-        path = self._stack[-1] if self._stack else "(model)"
-        key = self._new_key(f"{path}:{op}")
-        rec = self._get_record(key, path, "op", op, getattr(func, "__name__", op).strip("_") or op, op=op)
-        named, ins = _bind(op, args, kwargs)
-        if not rec.arrays:
-            for k in _PARAM_ARGS:
-                v = named.get(k)
-                if isinstance(v, _torch.Tensor):
-                    rec.arrays[k] = _getter(v)
-        for k in _SCALAR_PARAMS:
-            if k in named and not isinstance(named[k], _torch.Tensor):
-                rec.params[k] = _plain(named[k])
-        if op == "dropout" or op.startswith("dropout"):
-            rec.params.setdefault("training", True)
-            rec.params.setdefault("p", 0.5)
-        for i, x in enumerate(ins):
-            if x is None or not x.is_floating_point():
-                continue
-            mom = pre if (i == 0 and pre is not None) else self._input_moments(x)
-            self._note_input(rec, i, mom, x.shape)
-        if op in ("add", "sub", "mul") and len(ins) >= 2 and ins[0].shape == ins[1].shape \
-                and ins[0].is_floating_point() and ins[1].is_floating_point() and pre is None:
-            c = _cross(ins[0], ins[1])
-            if c is not None:
-                rec.cross = (rec.cross * rec.cross_n + c) / (rec.cross_n + 1)
-                rec.cross_n += 1
-        if op in ("layer_norm", "batch_norm", "group_norm", "rms_norm") and ins:
-            rec.inp_var_group = _group_var(op, named.get("normalized_shape", (ins[0].shape[-1],)), ins[0])
-        self._measure_output(rec, t, SATURATING_OPS.get(op))
-        ax = _unit_axis(op)
-        if ax is not None:
-            _add_units(rec, t, ax)
-        self._produced[id(t)] = (t, t._version, key)
-        if op == "sdpa":
-            self._sdpa_internals(path, named)
-
-    def _sdpa_internals(self, path, named):
-        """Forward statistics of the attention logits and probabilities inside a fused
-        scaled_dot_product_attention, recomputed under no_grad (the model's output is the fused op's)."""
-        torch = _torch
-        q, k = named.get("query"), named.get("key")
-        if q is None or k is None:
-            return
-        with torch.no_grad():
-            d = q.shape[-1]
-            scale = named.get("scale")
-            sc = 1.0 / math.sqrt(d) if scale is None else float(scale)
-            kk = k
-            if q.dim() == k.dim() and q.dim() >= 3 and q.shape[-3] != k.shape[-3] and named.get("enable_gqa"):
-                kk = k.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)
-            s = torch.matmul(q, kk.transpose(-2, -1)) * sc
-            mask = named.get("attn_mask")
-            L, S = s.shape[-2], s.shape[-1]
-            if named.get("is_causal"):
-                mask = torch.ones(L, S, dtype=torch.bool, device=s.device).tril()
-            keep = None
-            if isinstance(mask, torch.Tensor):
-                if mask.dtype == torch.bool:
-                    keep = mask.expand_as(s)
-                    logits = s.masked_fill(~keep, float("-inf"))
-                else:
-                    logits = s + mask
-            else:
-                logits = s
-            p = torch.softmax(logits, dim=-1)
-            lk = self._new_key(f"{path}:sdpa.logits")
-            lrec = self._get_record(lk, path, "op", "sdpa.logits", "sdpa.logits", op="sdpa.logits")
-            lrec.params.update(scale=sc, d=d)
-            vals = s[keep] if keep is not None else s          # the logits a query may attend to
-            _update_stats(lrec.out, vals.reshape(1, -1) if keep is not None else vals, None, None)
-            lrec.rows = s.shape[0]
-            pk = self._new_key(f"{path}:sdpa.softmax")
-            prec = self._get_record(pk, path, "op", "sdpa.softmax", "sdpa.softmax", op="sdpa.softmax")
-            prec.params.update(dim=-1)
-            _update_stats(prec.out, p.contiguous(), "softmax", None)
-            prec.rows = p.shape[0]
 
     def _grad_hook(self, rec):
         def hook(g):
@@ -707,24 +578,233 @@ class TorchLens(Lens):
                 self._gsumm[id(g)] = (g, sm)
             _update_stats(rec.grad, g, None, sm)
             if sm is not None and (sm[5] or sm[6]):
-                rec.nonfinite.setdefault("backward", self.steps_seen)
+                self._check_finite(rec, "backward", sm)
+            if self._detail and g.numel():
+                _update_numerics(rec.grad, g)
+                if rec.params.get("feeds_mixing"):
+                    _add_units(rec, g, _unit_axis(g), grad=True)
             return None
         return hook
+
+    # ------------------------------------------------------------------ records
+    def _record_module(self, path, module, args, output, pre):
+        key = self._key(path)
+        rec = self.records.get(key)
+        if rec is None:
+            rec = self._new(key, path=path, level="module", kind=module_kind(module), cls=type(module).__name__,
+                            module=module)
+            rec.sat_kind = _saturation_kind(module)
+        out = _first_tensor(output)
+        inp = _first_tensor(args)
+        src = None
+        if out is not None and out.is_floating_point():
+            hit = self._produced.get(id(out))
+            if hit is not None and hit[0] is out and hit[1] == out._version:
+                s = self.records[hit[2]]
+                if s.level == "op" and (s.path == path or s.path.startswith(path + ".") or path == "(model)"):
+                    src = s
+            if src is not None and rec.source in (None, src.key):
+                rec.source = src.key       # the op that made this output: the same tensor, shared stats
+                rec.out = src.out
+                rec.grad = src.grad
+                rec.rows = out.shape[0] if out.dim() else 1
+            else:
+                self._measure(rec, out)
+            if rec.params.get("training") is None:
+                rec.params["training"] = bool(module.training)
+            if self._detail and rec.kind in LINEAR_LIKE:
+                _add_units(rec, out, _unit_axis(out))
+        else:
+            out = None
+        if inp is not None and inp.is_floating_point():
+            self._note_input(rec, 0, inp, pre, module)
+        if out is not None:
+            self._produced[id(out)] = (out, out._version, key)
+
+    def _op(self, op, func, args, kwargs, out, pre):
+        """One torch function applied inside the model's forward (probes.Lens._op)."""
+        if not self._stack:
+            return
+        T = _torch.Tensor
+        if op in _VIEWS:
+            if isinstance(out, T) and args and isinstance(args[0], T) and out is not args[0]:
+                self._alias[id(out)] = (out, args[0])
+            return
+        t = _first_tensor(out)
+        if t is None or not t.is_floating_point():
+            return
+        ins_all = list(args) + [v for v in kwargs.values() if isinstance(v, T)]
+        if pre is None and any(t is a for a in ins_all):
+            return                         # returned an input unchanged (dropout in eval): no op ran
+        path = self._stack[-1]
+        key = self._key(path + ":" + op)
+        rec = self.records.get(key)
+        named = _named(op, args, kwargs)
+        new = rec is None
+        if new:
+            rec = self._new(key, path=path, level="op", kind=op, op=op, cls=getattr(func, "__name__", op).strip("_"))
+            rec.sat_kind = OP_SATURATING.get(op)
+            pidx = set()
+            for i, (nm, v) in enumerate(named):
+                if isinstance(v, T) and _is_param(v):
+                    rec.arrays[nm if nm in _PARAM_NAMES else f"arg{i}"] = _getter(v)
+                    pidx.add(i)
+            rec.params["param_args"] = pidx
+        self._measure(rec, t)
+        pidx = rec.params["param_args"]
+        scalars = None
+        for i, (nm, v) in enumerate(named):
+            if isinstance(v, T):
+                if i not in pidx and v.is_floating_point():
+                    self._note_input(rec, i, v, pre if i == 0 else None)
+            elif nm is None and isinstance(v, (int, float)) and not isinstance(v, bool):
+                if scalars is None:
+                    scalars = {}
+                scalars[i] = float(v)
+        if scalars:
+            rec.params["scalars"] = scalars
+        if op in CROSS_OPS and len(args) >= 2 and isinstance(args[0], T) and isinstance(args[1], T) \
+                and pre is None and args[0].shape == args[1].shape and args[0].numel():
+            c = _cross(args[0], args[1])
+            rec.cross += c
+            rec.cross_n += 1
+        self._op_params(rec, op, named, kwargs, t)
+        if self._detail and op in ("linear", "conv"):
+            _add_units(rec, t, _unit_axis(t))
+        if op == "sdpa":
+            self._sdpa_internals(path, {k: v for k, v in named if k is not None})
+        self._produced[id(t)] = (t, t._version, key)
+
+    def _op_params(self, rec, op, pairs, kwargs, t):
+        """The scalars an op's rule needs, under the names the varlens recorder uses."""
+        p = rec.params
+        named = {k: v for k, v in pairs if k is not None}
+        for k, v in kwargs.items():
+            if k != "inplace" and (isinstance(v, (bool, int, float, str)) or (isinstance(v, tuple) and len(v) <= 8)):
+                p[k] = v
+        x = named.get("input", named.get("query"))
+        if x is None:
+            x = next((v for _, v in pairs if isinstance(v, _torch.Tensor)), None)
+        if isinstance(x, _torch.Tensor):
+            p["in_shape"] = tuple(x.shape)
+        p["out_shape"] = tuple(t.shape)
+        if op == "dropout":
+            p["p"] = float(named.get("p", 0.5))
+        elif op in ("softmax", "log_softmax") and isinstance(x, _torch.Tensor):
+            dim = named.get("dim", -1)
+            dim = -1 if dim is None else dim
+            rv = float(x.detach().to(_F64).var(dim=dim, unbiased=False).mean())
+            p["row_var_sum"] = p.get("row_var_sum", 0.0) + rv
+            p["row_var_n"] = p.get("row_var_n", 0) + 1
+            p["n"] = x.shape[dim]
+        elif op == "layer_norm":
+            ns = named.get("normalized_shape")
+            p["nd"] = 1 if isinstance(ns, int) else len(tuple(ns or (0,)))
+            p["eps"] = float(named.get("eps", 1e-5))
+        elif op == "rms_norm":
+            ns = named.get("normalized_shape")
+            p["nd"] = 1 if isinstance(ns, int) else len(tuple(ns or (0,)))
+            if named.get("eps") is not None:
+                p["eps"] = float(named["eps"])
+        elif op == "gelu":
+            p["approximate"] = named.get("approximate", "none")
+        elif op == "batch_norm" and isinstance(x, _torch.Tensor):
+            rm, rv = named.get("running_mean"), named.get("running_var")
+            bs = bool(named.get("training", False)) or rm is None or rv is None
+            p["batch_stats"] = bs
+            p["eps"] = float(named.get("eps", 1e-5))
+            p["eps_mode"] = "sqrt"
+            axes = (0,) + tuple(range(2, x.dim()))
+            p["axes"] = axes
+            if not bs:
+                p["running_mean"] = rm.detach().to(_F64).reshape(-1).cpu().numpy()
+                p["running_var"] = rv.detach().to(_F64).reshape(-1).cpu().numpy()
+                xd = x.detach().to(_F64)
+                p["channel_mean"] = xd.mean(dim=axes).cpu().numpy()
+                p["channel_q"] = (xd * xd).mean(dim=axes).cpu().numpy()
+        elif op == "avg_pool" and isinstance(x, _torch.Tensor):
+            from varlens.lens.probes import _window_correlation
+            k = named.get("kernel_size", (2, 2))
+            a = _host_view(x)
+            p["lag_corr"] = _window_correlation(a if a is not None else x.detach().cpu().numpy(), k)
+
+    def _sdpa_internals(self, path, named):
+        """``<path>:sdpa.logits`` and ``<path>:sdpa.softmax`` of a fused scaled_dot_product_attention,
+        recomputed under no_grad from q and k (forward statistics only; the model keeps the fused
+        op's output)."""
+        torch = _torch
+        q, k = named.get("query"), named.get("key")
+        if not isinstance(q, torch.Tensor) or not isinstance(k, torch.Tensor):
+            return
+        with torch.no_grad():
+            d = q.shape[-1]
+            scale = named.get("scale")
+            scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+            if named.get("enable_gqa") and q.dim() >= 3 and k.shape[-3] != q.shape[-3]:
+                k = k.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)
+            s = torch.matmul(q, k.transpose(-2, -1)) * scale
+            mask = named.get("attn_mask")
+            if named.get("is_causal"):
+                mask = torch.ones(s.shape[-2], s.shape[-1], dtype=torch.bool, device=s.device).tril()
+            valid = None
+            if isinstance(mask, torch.Tensor) and mask.dtype == torch.bool:
+                valid = mask.expand(s.shape)
+                z = s.masked_fill(~valid, float("-inf"))
+            elif isinstance(mask, torch.Tensor):
+                z = s + mask
+            else:
+                z = s
+            p = torch.softmax(z, dim=-1)
+            p = torch.nan_to_num(p, nan=0.0)            # a row with every key masked attends to nothing
+            for suffix, arr in (("sdpa.logits", s), ("sdpa.softmax", p)):
+                key = self._key(f"{path}:{suffix}")
+                rec = self.records.get(key)
+                if rec is None:
+                    rec = self._new(key, path=path, level="op", kind=suffix, op=suffix, cls="SDPA")
+                    rec.sat_kind = "softmax" if suffix == "sdpa.softmax" else None
+                if suffix == "sdpa.logits":
+                    sd = s.to(_F64)
+                    if valid is None:
+                        vals = arr
+                        rv = float(sd.var(dim=-1, unbiased=False).mean())
+                    else:
+                        vals = arr[valid].reshape(arr.shape[0], -1)
+                        cnt = valid.sum(dim=-1).clamp_min(1).to(_F64)
+                        mu = torch.where(valid, sd, 0.0).sum(dim=-1) / cnt
+                        rv = float((torch.where(valid, (sd - mu[..., None]) ** 2, 0.0).sum(dim=-1) / cnt).mean())
+                    _update_stats(rec.out, vals.contiguous(), None, None)
+                    rec.params["row_var_sum"] = rec.params.get("row_var_sum", 0.0) + rv
+                    rec.params["row_var_n"] = rec.params.get("row_var_n", 0) + 1
+                    rec.params["d"] = d
+                    rec.params["scale"] = scale
+                    self._note_input(rec, 0, named["query"])
+                    self._note_input(rec, 1, named["key"])
+                else:
+                    _update_stats(rec.out, arr.contiguous(), "softmax", None)
+                    nv = (valid.reshape(-1, valid.shape[-1]).sum(dim=1).cpu().numpy() if valid is not None
+                          else np.full(1, arr.shape[-1]))
+                    rec.params["n_valid"] = np.unique(nv, return_counts=True)
+                    rec.params["n"] = arr.shape[-1]
+                rec.rows = arr.shape[0]
 
     def tap(self, name, tensor, kind=None):
         """Record a torch tensor that no module returns; returns it unchanged."""
         if not self._active:
             return tensor
         with _torch._C.DisableTorchFunction():
-            key = self._new_key(name)
-            rec = self._get_record(key, name, "tap", "tap", "tap")
-            self._measure_output(rec, tensor, kind)
+            key = self._key(name)
+            rec = self.records.get(key)
+            if rec is None:
+                rec = self._new(key, path=name, level="tap", kind="tap", cls="tap")
+            rec.sat_kind = kind
+            self._measure(rec, tensor)
         return tensor
 
     # ------------------------------------------------------------------ steps
     def step(self):
-        """End a training step (after backward): weight statistics, then the next step's sampling."""
-        if self._active and self.weights and self.steps_sampled % self.weight_every == 0:
+        """End a training step (after backward): weight statistics on detail steps, then decide
+        whether the next step is sampled."""
+        if self._active and self._detail and self.weights:
             with _torch._C.DisableTorchFunction():
                 for rec in self.records.values():
                     if rec.level != "module" or rec.key != rec.path:
@@ -739,69 +819,48 @@ class TorchLens(Lens):
         if self._active:
             self.steps_sampled += 1
         self.steps_seen += 1
-        self._begin_pass()
+        self._clear_pass()
         self._gsumm.clear()
         self._active = (self.steps_seen % self.every) == 0
+        self._detail = self._active and (self.steps_sampled % self.weight_every == 0)
 
     def detach(self):
         """Remove every hook; the model then runs as if the lens had never been attached."""
         for h in self._handles:
             h.remove()
         self._handles.clear()
-        if self._mode is not None:
-            self._end_pass()
-        self._begin_pass()
+        self._end_pass()
         self._gsumm.clear()
         self._active = False
 
 
-R_NORMS = {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "RMSNorm", "InstanceNorm1d",
-           "InstanceNorm2d"}
-_SAT_MODULES = {"Tanh": "tanh", "Sigmoid": "sigmoid", "Hardtanh": "tanh", "Softsign": "tanh",
-                "Softmax": "softmax", "Softmin": "softmax"}
+def _is_param(t):
+    """A leaf the model owns (a Parameter, or a leaf that requires grad): read at compare time."""
+    return t.grad_fn is None and (t.requires_grad or isinstance(t, _torch.nn.Parameter))
 
 
-def _is_ancestor(rec, prod):
-    # a container's output is also its last child's output: the child is not its consumer
-    return prod.path.startswith(rec.path + ".") or rec.path == "(model)"
+def _named(op, args, kwargs):
+    """[(argument name or None, value)] of one call in positional order, keyword arguments of the
+    op's signature placed at their position."""
+    sig = _SIGNATURES.get(op, ())
+    out = [(sig[i] if i < len(sig) else None, a) for i, a in enumerate(args)]
+    for k, v in kwargs.items():
+        if k in sig:
+            i = sig.index(k)
+            while len(out) <= i:
+                out.append((sig[len(out)], None))
+            out[i] = (k, v)
+    return out
 
 
 def _getter(t):
     return lambda: t
 
 
-def _plain(v):
-    if isinstance(v, (bool, int, float, str)) or v is None:
-        return v
-    if isinstance(v, (tuple, list)):
-        return tuple(_plain(x) for x in v)
-    return str(v)
-
-
 def _cross(a, b):
-    """E[a*b] of two equal-shaped tensors (float64 accumulation), None if not finite."""
+    """E[a*b] of two equal-shaped tensors (float64 accumulation)."""
     va, vb = _host_view(a), _host_view(b)
     if va is not None and vb is not None:
         with np.errstate(over="ignore", invalid="ignore"):
-            c = float(np.dot(va.reshape(-1).astype(np.float64, copy=False), vb.reshape(-1).astype(np.float64,
-                                                                                                    copy=False)))
-        c /= max(va.size, 1)
-    else:
-        c = float((a.detach().reshape(-1).to(_F64) * b.detach().reshape(-1).to(_F64)).mean())
-    return c if math.isfinite(c) else None
-
-
-_MODULE_ATTRS = ("p", "eps", "stride", "padding", "dilation", "kernel_size", "groups", "negative_slope",
-                 "normalized_shape", "num_groups", "momentum", "track_running_stats", "affine", "dim",
-                 "in_features", "out_features", "in_channels", "out_channels", "num_heads", "embed_dim",
-                 "inplace", "alpha", "approximate")
-
-
-def _module_params(module):
-    """The configuration the rules read, from a torch module's attributes (the same names as varlens's)."""
-    out = {}
-    for a in _MODULE_ATTRS:
-        v = getattr(module, a, None)
-        if v is not None and not callable(v) and not isinstance(v, _torch.Tensor):
-            out[a] = _plain(v)
-    return out
+            return float(np.vdot(va.reshape(-1), vb.reshape(-1))) / va.size
+    return float((a.detach().reshape(-1).to(_F64) * b.detach().reshape(-1).to(_F64)).mean())

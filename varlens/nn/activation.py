@@ -1,12 +1,14 @@
-"""Activation modules (thin wrappers over varlens.nn.functional)."""
+"""Activation modules (thin wrappers over varlens.nn.functional's activations).
+"""
 from __future__ import annotations
 
 import warnings
 
 from varlens.core.array import xp
 from varlens.nn import functional as F
-from varlens.nn.functional.activation import _check_prelu, _prelu
 from varlens.nn._errors import ArgAssertionError as HardtanhArgError
+from varlens.nn.functional.activation import _check_prelu
+from varlens.nn.functional.activation import _prelu
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
 
@@ -198,3 +200,82 @@ class Threshold(Module):
 
     def extra_repr(self):
         return f"threshold={self.threshold}, value={self.value}"
+
+
+# ---------------------------------------------------------------- activations
+class _InplaceFlag(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+
+class Hardsigmoid(_InplaceFlag):
+    """clamp(x/6 + 1/2, 0, 1)."""
+
+    def forward(self, input):
+        return F.hardsigmoid(input)
+
+
+class Hardswish(_InplaceFlag):
+    """x * hardsigmoid(x)."""
+
+    def forward(self, input):
+        return F.hardswish(input)
+
+
+class Hardshrink(Module):
+    def __init__(self, lambd=0.5):
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input):
+        return F.hardshrink(input, self.lambd)
+
+    def extra_repr(self):
+        return f"{self.lambd}"
+
+
+class Softshrink(Hardshrink):
+    def forward(self, input):
+        return F.softshrink(input, self.lambd)
+
+
+class Tanhshrink(Module):
+    def forward(self, input):
+        return F.tanhshrink(input)
+
+
+class GLU(Module):
+    """First half of ``dim`` times the sigmoid of the second half."""
+
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.glu(input, self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class RReLU(Module):
+    """Leaky ReLU with a random slope U(lower, upper) per negative entry in training and the
+    mean slope (lower + upper)/2 in evaluation."""
+
+    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input):
+        return F.rrelu(input, self.lower, self.upper, self.training)
+
+    def extra_repr(self):
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")
+
+
+class Softmax2d(Module):
+    """Softmax over the channel axis of (N, C, H, W) or (C, H, W)."""
+
+    def forward(self, input):
+        return F.softmax2d(input)

@@ -1,9 +1,11 @@
-"""Convolution layers: Conv1d, Conv2d, ConvTranspose2d (PyTorch's arguments, weight layouts
-and default initialisation).  The math and its derivatives live in varlens.ops.conv
-(seed 003 §5.2)."""
+"""Convolution layers: Conv1d/2d/3d and ConvTranspose1d/2d/3d (PyTorch's arguments, weight layouts and
+default initialisation).  The math and its derivatives live in varlens.ops.conv (seed 003 §5.2) and
+varlens.nn.functional.conv.
+"""
 from __future__ import annotations
 
 import math
+import numbers
 
 from varlens.core import dtypes as DT
 from varlens.core.array import xp
@@ -13,11 +15,7 @@ from varlens.nn._errors import ArgRuntimeError
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
 from varlens.ops.conv import _tuple
-
-
-def _check_device(device):
-    if device is not None and not str(device).startswith("cpu"):
-        raise RuntimeError(f"device {device!r} is not available; varlens runs on the CPU")
+from varlens.nn._device import _check_device
 
 
 _PADDING_MODES = {"zeros", "reflect", "replicate", "circular"}
@@ -177,3 +175,63 @@ class ConvTranspose2d(_ConvNd):
                        zip(size, (H, W), self.stride, self.padding, self.dilation, self.kernel_size))
         return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding, op,
                                   self.groups, self.dilation)
+
+
+def _ntuple(v, n, name, what):
+    if isinstance(v, numbers.Integral) and not isinstance(v, bool):
+        return (int(v),) * n
+    v = tuple(v)
+    if len(v) != n:
+        raise ValueError(f"{what}: {name} must be an int or a tuple of {n} ints, got {v!r}")
+    return tuple(int(a) for a in v)
+
+
+class Conv3d(_Conv):
+    """3-D convolution over (N, C_in, D, H, W): weight (C_out, C_in/groups, kd, kh, kw)."""
+
+    _n = 3
+    _conv = staticmethod(F.conv3d)
+
+
+class _ConvTransposeNd(_ConvNd):
+    _transposed = True
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
+                 groups=1, bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, output_padding, device, dtype)
+
+    def _output_padding(self, input, output_size):
+        if output_size is None:
+            return self.output_padding
+        n = self._n
+        size = tuple(int(s) for s in output_size)[-n:]
+        ins = tuple(input.shape[-n:])
+        op = tuple(s - ((L - 1) * st - 2 * p + d * (k - 1) + 1) for s, L, st, p, d, k in
+                   zip(size, ins, self.stride, self.padding, self.dilation, self.kernel_size))
+        if any(o < 0 or o >= max(st, d) for o, st, d in zip(op, self.stride, self.dilation)):
+            raise ValueError(f"{type(self).__name__}: requested an output size of {size}, but valid sizes for an "
+                             f"input of spatial size {ins} differ from the default by less than the stride")
+        return op
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """Transposed 1-D convolution: weight (C_in, C_out/groups, k)."""
+
+    _n = 1
+
+    def forward(self, input, output_size=None):
+        op = self._output_padding(input, output_size)
+        return F.conv_transpose1d(input, self.weight, self.bias, self.stride[0], self.padding[0], op[0],
+                                  self.groups, self.dilation[0])
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """Transposed 3-D convolution: weight (C_in, C_out/groups, kd, kh, kw)."""
+
+    _n = 3
+
+    def forward(self, input, output_size=None):
+        op = self._output_padding(input, output_size)
+        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding, op, self.groups,
+                                  self.dilation)

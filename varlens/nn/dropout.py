@@ -1,4 +1,6 @@
-"""Dropout layers: inverted dropout (p = drop probability, as PyTorch and seed 001 §1.1)."""
+"""Dropout layers: inverted dropout (p = drop probability, as PyTorch and seed 001 §1.1), channel
+dropout, alpha dropout.
+"""
 from __future__ import annotations
 
 from varlens.nn import functional as F
@@ -58,3 +60,17 @@ class AlphaDropout(_DropoutNd):
 
     def forward(self, input):
         return F.alpha_dropout(input, self.p, self.training)
+
+
+class FeatureAlphaDropout(Module):
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"FeatureAlphaDropout: dropout probability has to be between 0 and 1, but got {p}")
+        self.p, self.inplace = p, inplace
+
+    def forward(self, input):
+        return F.feature_alpha_dropout(input, self.p, self.training)
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"

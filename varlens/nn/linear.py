@@ -1,4 +1,5 @@
-"""Linear layers: Identity, Linear, Bilinear, and the shape layers Flatten and Unflatten."""
+"""Linear layers: Identity, Linear, LazyLinear, Bilinear.
+"""
 from __future__ import annotations
 
 import math
@@ -6,22 +7,17 @@ import math
 from varlens.core import dtypes as DT
 from varlens.core.array import xp
 from varlens.nn import functional as F
-from varlens.nn.functional._common import _type_name
 from varlens.nn import init
 from varlens.nn._errors import ArgRuntimeError
+from varlens.nn.functional._common import _type_name
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
 from varlens.ops import nn_ops as _nn
-from varlens.ops import shape as _shape
+from varlens.nn._device import _check_device
 
 
 def _empty(*shape, dtype=None):
     return Parameter(xp.empty(shape, dtype=DT.to_dtype(dtype) or DT.get_default_dtype()))
-
-
-def _check_device(device):
-    if device is not None and not str(device).startswith("cpu"):
-        raise RuntimeError(f"device {device!r} is not available; varlens runs on the CPU")
 
 
 class Identity(Module):
@@ -156,50 +152,3 @@ class Bilinear(Module):
     def extra_repr(self):
         return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
                 f"out_features={self.out_features}, bias={self.bias is not None}")
-
-
-class Flatten(Module):
-    """Flattens dims start_dim..end_dim (default: everything but the batch dim)."""
-
-    def __init__(self, start_dim=1, end_dim=-1):
-        super().__init__()
-        self.start_dim, self.end_dim = start_dim, end_dim
-
-    def forward(self, input):
-        return _shape.flatten(input, self.start_dim, self.end_dim)
-
-    def extra_repr(self):
-        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
-
-
-class Unflatten(Module):
-    """Expands dim ``dim`` into ``unflattened_size``."""
-
-    def __init__(self, dim, unflattened_size):
-        super().__init__()
-        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
-
-    def forward(self, input):
-        sizes = list(self.unflattened_size)
-        nd = input.ndim
-        if not -max(nd, 1) <= self.dim < max(nd, 1):
-            raise IndexError(f"Dimension out of range (expected to be in range of [{-max(nd, 1)}, {max(nd, 1) - 1}], "
-                             f"but got {self.dim}) (Unflatten: dim={self.dim} for an input of shape "
-                             f"{tuple(input.shape)})")
-        n = input.shape[self.dim]
-        if -1 in sizes:
-            known = 1
-            for s in sizes:
-                if s != -1:
-                    known *= s
-            sizes[sizes.index(-1)] = n // known
-        prod = 1
-        for s in sizes:
-            prod *= s
-        if prod != n:
-            raise RuntimeError(f"Unflatten: unflattened_size {self.unflattened_size} does not multiply to the size "
-                               f"{n} of dim {self.dim} (input shape {tuple(input.shape)})")
-        return _shape.unflatten(input, self.dim, tuple(sizes))
-
-    def extra_repr(self):
-        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"

@@ -41,10 +41,10 @@ from varlens.nn import functional as F
 from varlens.nn import init
 from varlens.nn.container import ModuleList
 from varlens.nn.dropout import Dropout
-from varlens.nn.embedding import Embedding
+from varlens.nn.sparse import Embedding
 from varlens.nn.linear import Linear
 from varlens.nn.module import Module
-from varlens.nn.norm import LayerNorm
+from varlens.nn.normalization import LayerNorm
 from varlens.nn.parameter import Parameter
 from varlens.core.tensor import Tensor
 

@@ -19,7 +19,7 @@ from varlens.nn.container import ModuleList
 from varlens.nn.dropout import Dropout
 from varlens.nn.linear import Linear
 from varlens.nn.module import Module
-from varlens.nn.norm import LayerNorm
+from varlens.nn.normalization import LayerNorm
 from varlens.core.tensor import Tensor
 
 

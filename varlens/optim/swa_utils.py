@@ -27,7 +27,7 @@ from copy import deepcopy
 from varlens.core import array as B
 from varlens.core import grad_mode as _gm
 from varlens.nn.module import Module
-from varlens.nn.norm import _BatchNorm
+from varlens.nn.batchnorm import _BatchNorm
 from varlens.optim.lr_scheduler import LRScheduler, _per_group
 from varlens.optim.optimizer import _lerp_
 from varlens.core.tensor import Tensor

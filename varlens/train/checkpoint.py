@@ -19,3 +19,18 @@ def set_rng_state(state):
     import varlens
     varlens.set_rng_state(state["varlens"])
     np.random.set_state(state["numpy"])
+
+
+def newest_valid_checkpoint(out_dir):
+    """(path, skipped) for a run folder: the newest checkpoint in ``out_dir/checkpoints`` that
+    loads (None if none does), and the newer ones that did not as (path, reason) pairs."""
+    from varlens.train.trainer import list_checkpoints   # trainer imports this module
+    skipped = []
+    for p in reversed(list_checkpoints(out_dir)):
+        try:
+            load(p)
+        except CheckpointError as e:
+            skipped.append((p, str(e)))
+            continue
+        return p, skipped
+    return None, skipped

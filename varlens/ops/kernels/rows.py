@@ -293,3 +293,9 @@ def layer_norm_grad(g2, x2, w, mean, rstd, use_kernel=None):
     h -= xhat
     h *= rstd
     return h, gw, gb
+
+
+def kernel_ok(*arrays):
+    """True when every array given (None skipped) can take the compiled path (float32,
+    C-contiguous, numba on): the ops' dispatch test before calling with use_kernel=True."""
+    return usable(*(a for a in arrays if a is not None))

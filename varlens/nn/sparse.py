@@ -1,14 +1,17 @@
-"""Embedding: a lookup table of rows, trained by gradients that accumulate over repeated indices."""
+"""Embedding and EmbeddingBag: lookup tables of rows, trained by gradients that accumulate over
+repeated indices.
+"""
 from __future__ import annotations
 
 from varlens.core import dtypes as DT
 from varlens.core.array import xp
+from varlens.core.tensor import Tensor
 from varlens.nn import functional as F
 from varlens.nn import init
 from varlens.nn._errors import ArgAssertionError
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
-from varlens.core.tensor import Tensor
+from varlens.nn._device import _check_device
 
 
 def _check_sizes(num_embeddings, embedding_dim, what):
@@ -88,4 +91,58 @@ class Embedding(Module):
             s += f", padding_idx={self.padding_idx}"
         if self.max_norm is not None:
             s += f", max_norm={self.max_norm}"
+        return s
+
+
+# ---------------------------------------------------------------- embedding bag
+class EmbeddingBag(Module):
+    """Sums, means or maxima of embedding rows per bag, without building the (bag, len, dim)
+    tensor of an Embedding; weight (num_embeddings, embedding_dim) init N(0, 1)."""
+
+    def __init__(self, num_embeddings, embedding_dim, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                 mode="mean", sparse=False, _weight=None, include_last_offset=False, padding_idx=None,
+                 device=None, dtype=None):
+        super().__init__()
+        _check_device(device)
+        if mode not in ("sum", "mean", "max"):
+            raise ValueError(f"EmbeddingBag: mode has to be one of sum, mean or max, got {mode!r}")
+        if scale_grad_by_freq or sparse:
+            raise NotImplementedError("EmbeddingBag: scale_grad_by_freq and sparse gradients are not supported")
+        _check_sizes(num_embeddings, embedding_dim, "EmbeddingBag")
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.max_norm, self.norm_type, self.scale_grad_by_freq = max_norm, norm_type, scale_grad_by_freq
+        self.padding_idx = _check_padding_idx(padding_idx, num_embeddings, "EmbeddingBag")
+        _init_table(self, _weight, dtype, True, "EmbeddingBag")
+        self.mode, self.sparse, self.include_last_offset = mode, sparse, include_last_offset
+
+    reset_parameters = Embedding.reset_parameters    # N(0, 1), padding row zeroed
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,
+                               self.mode, self.sparse, per_sample_weights, self.include_last_offset,
+                               self.padding_idx)
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                        mode="mean", sparse=False, include_last_offset=False, padding_idx=None):
+        if embeddings.ndim != 2:
+            raise ValueError(f"EmbeddingBag.from_pretrained: embeddings must be 2-D, got shape "
+                             f"{tuple(embeddings.shape)}")
+        arr = embeddings._data if isinstance(embeddings, Tensor) else xp.asarray(embeddings)
+        m = cls(arr.shape[0], arr.shape[1], max_norm, norm_type, scale_grad_by_freq, mode, sparse, arr.copy(),
+                include_last_offset, padding_idx)
+        m.weight.requires_grad = not freeze
+        return m
+
+    def extra_repr(self):
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm!r}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type!r}"
+        if self.scale_grad_by_freq is not False:
+            s += f", scale_grad_by_freq={self.scale_grad_by_freq!r}"
+        s += f", mode={self.mode!r}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx!r}"
         return s

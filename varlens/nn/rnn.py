@@ -17,13 +17,16 @@ mask (padded steps carry the state and output zeros), which gives PyTorch's resu
 outputs and final states; see ``varlens/nn/utils/rnn.py``.
 
 Not supported: ``proj_size`` (LSTM projections), which raises.
+
 """
 from __future__ import annotations
 
 import math
 
 from varlens import ops as _ops
-from varlens.core.dtypes import get_default_dtype, to_dtype
+from varlens.core.dtypes import get_default_dtype
+from varlens.core.dtypes import to_dtype
+from varlens.core.tensor import Tensor
 from varlens.nn import functional as F
 from varlens.nn._errors import ArgTypeError
 from varlens.nn.module import Module
@@ -31,7 +34,7 @@ from varlens.nn.parameter import Parameter
 from varlens.nn.utils.rnn import PackedSequence
 from varlens.ops import rnn_ops as _R
 from varlens.random import _gen
-from varlens.core.tensor import Tensor
+
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 
@@ -83,12 +86,12 @@ class RNNBase(Module):
             for d in range(D):
                 sfx = f"_l{layer}" + ("_reverse" if d == 1 else "")
                 names = [f"weight_ih{sfx}", f"weight_hh{sfx}"]
-                setattr(self, names[0], Parameter(Tensor._make(_empty((G, in_size), dt))))
-                setattr(self, names[1], Parameter(Tensor._make(_empty((G, hidden_size), dt))))
+                setattr(self, names[0], Parameter(Tensor._make(_rnn_empty((G, in_size), dt))))
+                setattr(self, names[1], Parameter(Tensor._make(_rnn_empty((G, hidden_size), dt))))
                 if self.bias:
                     names += [f"bias_ih{sfx}", f"bias_hh{sfx}"]
-                    setattr(self, names[2], Parameter(Tensor._make(_empty((G,), dt))))
-                    setattr(self, names[3], Parameter(Tensor._make(_empty((G,), dt))))
+                    setattr(self, names[2], Parameter(Tensor._make(_rnn_empty((G,), dt))))
+                    setattr(self, names[3], Parameter(Tensor._make(_rnn_empty((G,), dt))))
                 self._flat_weights_names.extend(names)
         self.reset_parameters()
 
@@ -228,7 +231,7 @@ class RNNBase(Module):
         return (out, (h_n, c_n)) if is_lstm else (out, h_n)
 
 
-def _empty(shape, dt):
+def _rnn_empty(shape, dt):
     from varlens.core.array import xp
     return xp.zeros(shape, dtype=dt)
 
@@ -278,11 +281,11 @@ class RNNCellBase(Module):
         self.bias = bool(bias)
         dt = to_dtype(dtype) if dtype is not None else get_default_dtype()
         G = num_chunks * hidden_size
-        self.weight_ih = Parameter(Tensor._make(_empty((G, input_size), dt)))
-        self.weight_hh = Parameter(Tensor._make(_empty((G, hidden_size), dt)))
+        self.weight_ih = Parameter(Tensor._make(_rnn_empty((G, input_size), dt)))
+        self.weight_hh = Parameter(Tensor._make(_rnn_empty((G, hidden_size), dt)))
         if self.bias:
-            self.bias_ih = Parameter(Tensor._make(_empty((G,), dt)))
-            self.bias_hh = Parameter(Tensor._make(_empty((G,), dt)))
+            self.bias_ih = Parameter(Tensor._make(_rnn_empty((G,), dt)))
+            self.bias_hh = Parameter(Tensor._make(_rnn_empty((G,), dt)))
         else:
             self.bias_ih = None
             self.bias_hh = None

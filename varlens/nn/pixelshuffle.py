@@ -1,0 +1,31 @@
+"""PixelShuffle and PixelUnshuffle: depth-to-space and space-to-depth rearrangements.
+"""
+from __future__ import annotations
+
+from varlens.nn import functional as F
+from varlens.nn.module import Module
+
+
+# ---------------------------------------------------------------- shuffles, fold
+class PixelShuffle(Module):
+    def __init__(self, upscale_factor):
+        super().__init__()
+        self.upscale_factor = upscale_factor
+
+    def forward(self, input):
+        return F.pixel_shuffle(input, self.upscale_factor)
+
+    def extra_repr(self):
+        return f"upscale_factor={self.upscale_factor}"
+
+
+class PixelUnshuffle(Module):
+    def __init__(self, downscale_factor):
+        super().__init__()
+        self.downscale_factor = downscale_factor
+
+    def forward(self, input):
+        return F.pixel_unshuffle(input, self.downscale_factor)
+
+    def extra_repr(self):
+        return f"downscale_factor={self.downscale_factor}"

@@ -48,7 +48,7 @@ BATCH = 128
 
 
 def load_data():
-    from varlens.commands.recipes import get_recipe, load_arrays
+    from varlens.train.recipes import get_recipe, load_arrays
     (tr, _, _), _, _ = load_arrays(get_recipe("fashion-mlp"))
     return tr
 

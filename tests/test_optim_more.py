@@ -209,7 +209,7 @@ def test_muon_matches_torch():
         np.testing.assert_allclose(v._data, t.detach().numpy(), rtol=RTOL, atol=ATOL)
     assert np.abs(out[vl][0]._data - d["W1"]).max() > 0.05
     from torch.optim._muon import _zeropower_via_newtonschulz
-    from varlens.optim.more import _NS_COEFFS, _orthogonalize
+    from varlens.optim.muon import _NS_COEFFS, _orthogonalize
     for shape in [(5, 4), (3, 7), (16, 8)]:
         G = np.random.default_rng(0).normal(size=shape)
         O = _orthogonalize(G, _NS_COEFFS, 5, 1e-7)

@@ -12,7 +12,7 @@ from varlens import nn, optim
 from varlens.models import MLP
 from varlens.train import checkpoint as C
 from varlens.commands.train import blas_threads, train
-from varlens.commands.recipes import get_recipe
+from varlens.train.recipes import get_recipe
 from varlens.train.trainer import NonFiniteLossError, Trainer, latest_checkpoint, list_checkpoints
 from varlens.utils.data import DataLoader, TensorDataset
 

@@ -211,7 +211,7 @@ def test_trainer_resume_with_augmentation_equals_uninterrupted(tmp_path):
 
 
 def test_recipe_augment_pipeline():
-    from varlens.commands import recipes as R
+    from varlens.train import recipes as R
 
     class St:
         mean, std = np.full(16, 0.25), np.full(16, 0.5)

@@ -98,7 +98,7 @@ def test_fashion_vit_recipe_small_budget():
     """The fashion-vit recipe's model on 3,000 Fashion-MNIST images for one epoch: >= 60% on
     1,000 test images (the full recipe reaches >= 87%; see docs/transformers.md).  Without the
     data installed, the recipe must say how to get it."""
-    from varlens.commands.recipes import build_model, get_recipe
+    from varlens.train.recipes import build_model, get_recipe
     from varlens import datasets as D
     cfg = get_recipe("fashion-vit")
     try:

@@ -18,6 +18,7 @@ COMMANDS = {
     "decompress": ("varlens.info.cli_decompress", "decompress a file made by `varlens compress`"),
     "cnn": ("varlens.vision.cli", "CNN experiments: FGSM/PGD, degradation, filters, edge filter (PNGs)"),
     "seq": ("varlens.text.cli", "sequence models: seq2seq with attention, char-LM, vanishing gradients"),
+    "teach": ("varlens.teach.cli", "backward-pass exercises: hand them out, grade them"),
 }
 
 

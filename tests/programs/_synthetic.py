@@ -10,7 +10,7 @@ def digits(n, seed=0, size=28):
     rng = np.random.default_rng(seed)
     protos = np.random.default_rng(1234).random((10, size, size)) > 0.7
     y = rng.integers(0, 10, n)
-    x = protos[y].astype(np.float32) * 0.3 + rng.random((n, size, size)).astype(np.float32) * 0.7
+    x = protos[y].astype(np.float32) * 0.5 + rng.random((n, size, size)).astype(np.float32) * 0.6
     return np.clip(x, 0, 1)[:, None].astype(np.float32), y.astype(np.int64)
 
 

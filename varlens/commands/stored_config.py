@@ -59,8 +59,8 @@ def _choice(cfg, key, valid, optional=False):
             return
         raise StoredConfigError(f"config: missing key {key!r} (one of {', '.join(map(str, valid))})")
     if not isinstance(cfg[key], str) or cfg[key] not in valid:
-        raise StoredConfigError(f"config: {key} must be one of {', '.join(map(str, valid))}, "
-                                f"got {str(cfg[key])[:40]!r}")
+        from varlens.train.recipes import unknown     # names the closest valid values
+        raise StoredConfigError(str(unknown(key, str(cfg[key])[:40], list(valid))))
 
 
 def _int_list(cfg, key, lo, hi, max_len, optional=True):
@@ -82,7 +82,7 @@ def _bool(cfg, key):
 def validate_config(cfg):
     """Check a recipe configuration before building anything; returns it.  Raises
     StoredConfigError (a ValueError) naming the first problem."""
-    from varlens.commands.recipes import AUGMENTS, DATASETS, MODELS, OPTIMIZERS, SCHEDULERS
+    from varlens.train.recipes import AUGMENTS, DATASETS, MODELS, OPTIMIZERS, SCHEDULERS
     from varlens.models.mlp import ACTIVATIONS, INITS
     if not isinstance(cfg, dict):
         raise StoredConfigError(f"config: expected a dict of recipe settings, got {type(cfg).__name__}")

@@ -72,8 +72,8 @@ def _suggest_unknown_options(parser):
 
 
 def add_arguments(parser):
-    from varlens.commands import recipes as R
-    from varlens.commands.recipes import RECIPES
+    from varlens.train import recipes as R
+    from varlens.train.recipes import RECIPES
     names = {k: ", ".join(getattr(R, k)) for k in ("DATASETS", "MODELS", "OPTIMIZERS", "SCHEDULERS")}
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     recipes = "\n".join(f"  {k:<12} {v['description']}" for k, v in RECIPES.items())
@@ -101,7 +101,7 @@ def add_arguments(parser):
 
 
 def config_from_args(args):
-    from varlens.commands.recipes import get_recipe
+    from varlens.train.recipes import get_recipe
     cfg = get_recipe(args.recipe)
     for key, typ, _ in OVERRIDES.values():
         v = getattr(args, key, None)
@@ -125,7 +125,7 @@ def train(cfg, out, resume=None, checkpoint_every=None, quiet=False, progress=No
     an OSError while writing (full disk) raises run_folder.WriteFailedError naming the last
     good checkpoint."""
     from varlens.commands import run_folder
-    from varlens.commands.recipes import build_run
+    from varlens.train.recipes import build_run
     from varlens.commands.stored_config import validate_config
     from varlens.train.trainer import Trainer
     validate_config(cfg)
@@ -172,9 +172,9 @@ def blas_threads(n):
 def run(args):
     from varlens.commands.run_folder import WriteFailedError
     from varlens.train.checkpoint import CheckpointError
-    from varlens.commands.recipes import RECIPES
+    from varlens.train.recipes import RECIPES
     if args.recipe not in RECIPES:
-        from varlens.commands.recipes import unknown
+        from varlens.train.recipes import unknown
         print(f"varlens train: error: {unknown('recipe', args.recipe, list(RECIPES))}", file=sys.stderr)
         return 2
     try:

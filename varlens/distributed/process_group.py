@@ -212,6 +212,9 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     group.WORLD = GroupMember.WORLD = _world.group
     if n > 1:
         _install_abort_hook()
+    if "VARLENS_DIST_RUN_DIR" in os.environ:  # started by varlens.distributed.run: let it name this rank
+        from varlens.distributed.run import record_rank
+        record_rank(r)
 
 
 def _install_abort_hook():

@@ -13,10 +13,10 @@ constraint), ``batch_shape``/``event_shape``, ``sample``/``rsample``/``log_prob`
 * ``kl_divergence`` with ``register_kl`` (kl.py);
 * ``TransformedDistribution`` and ``transforms`` (Exp, Affine, Sigmoid, Tanh, Power, Abs, Compose and
   ``.inv``); LogNormal is one, as in torch (transforms.py);
-* Gumbel, Weibull, Pareto, HalfCauchy, InverseGamma, LogisticNormal, Kumaraswamy
-  (TransformedDistributions, as torch's), FisherSnedecor, VonMises, NegativeBinomial and
-  MixtureSameFamily (extra.py); ContinuousBernoulli, OneHotCategoricalStraightThrough (discrete.py);
-  LowRankMultivariateNormal (multivariate.py);
+* Gumbel, Weibull, Pareto, HalfCauchy, InverseGamma, Kumaraswamy (TransformedDistributions, as
+  torch's), FisherSnedecor and VonMises (continuous.py); NegativeBinomial, ContinuousBernoulli,
+  OneHotCategoricalStraightThrough (discrete.py); LogisticNormal, LowRankMultivariateNormal
+  (multivariate.py); MixtureSameFamily (mixture_same_family.py);
 * ``biject_to`` / ``transform_to`` (constraint_registry).
 
 Densities are written with varlens ops, so gradients flow through ``log_prob``, ``entropy``,
@@ -29,18 +29,16 @@ on every machine, but not PyTorch's draws.
 from __future__ import annotations
 
 from varlens.distributions import constraint_registry, constraints, transforms, utils  # noqa: F401
-from varlens.distributions.continuous import (Beta, Cauchy, Chi2, Exponential, Gamma, HalfNormal, Laplace,
-                                              LogNormal, Normal, StudentT, Uniform)
+from varlens.distributions.continuous import (Beta, Cauchy, Chi2, Exponential, FisherSnedecor, Gamma, Gumbel,
+                                              HalfCauchy, HalfNormal, InverseGamma, Kumaraswamy, Laplace,
+                                              LogNormal, Normal, Pareto, StudentT, Uniform, VonMises, Weibull)
 from varlens.distributions.discrete import (Bernoulli, Binomial, Categorical, ContinuousBernoulli, Geometric,
-                                            Multinomial,
-                                            OneHotCategorical, OneHotCategoricalStraightThrough, Poisson,
+                                            Multinomial, NegativeBinomial, OneHotCategorical, OneHotCategoricalStraightThrough, Poisson,
                                             RelaxedBernoulli, RelaxedOneHotCategorical)
 from varlens.distributions.distribution import Distribution
-from varlens.distributions.extra import (FisherSnedecor, Gumbel, HalfCauchy, InverseGamma, Kumaraswamy,
-                                         LogisticNormal, MixtureSameFamily, NegativeBinomial, Pareto, VonMises,
-                                         Weibull)
 from varlens.distributions.kl import kl_divergence, register_kl
-from varlens.distributions.multivariate import (Dirichlet, Independent, LowRankMultivariateNormal,
+from varlens.distributions.mixture_same_family import MixtureSameFamily
+from varlens.distributions.multivariate import (Dirichlet, Independent, LogisticNormal, LowRankMultivariateNormal,
                                                 MultivariateNormal)
 from varlens.distributions.transforms import (AbsTransform, AffineTransform, ComposeTransform,  # noqa: F401
                                               ExpTransform, IndependentTransform, LowerCholeskyTransform,

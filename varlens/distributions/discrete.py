@@ -529,3 +529,36 @@ class ContinuousBernoulli(_BinaryParams):
     def entropy(self):
         l0, l1 = _vl.log1p(-self.probs), _vl.log(self.probs)
         return self.mean * (l0 - l1) - self._log_norm() - l0
+
+
+class NegativeBinomial(_BinaryParams):
+    """Successes before total_count failures, success probability probs (a Gamma-Poisson mixture)."""
+
+    arg_constraints = {"total_count": constraints.greater_than_eq(0), "probs": constraints.half_open_interval(0.0, 1.0),
+                       "logits": constraints.real}
+    support = constraints.nonnegative_integer
+
+    def __init__(self, total_count, probs=None, logits=None, validate_args=None):
+        (self.total_count,) = self._set_params(probs, logits, total_count)
+        self.total_count = self.total_count.to(self._param.dtype)
+        super().__init__(self._param.shape, validate_args=validate_args)
+
+    mean = property(lambda self: self.total_count * _vl.exp(self.logits))
+    mode = property(lambda self: _vl.clamp(_vl.floor((self.total_count - 1) * _vl.exp(self.logits)), min=0.0))
+    variance = property(lambda self: self.mean / _vl.sigmoid(-self.logits))
+
+    def _sample(self, sample_shape, generator):
+        r = rng(generator)
+        shape = tuple(sample_shape) + tuple(self.batch_shape)
+        lam = r.standard_gamma(xp.broadcast_to(self.total_count._data.astype(xp.float64), shape)) * \
+            xp.exp(self.logits._data.astype(xp.float64))
+        return Tensor._make(xp.asarray(r.poisson(lam)).astype(self._param._data.dtype))
+
+    def log_prob(self, value):
+        import varlens.nn.functional as F
+        v = self._value(value, self._param)
+        n = self.total_count
+        unnorm = n * F.logsigmoid(-self.logits) + v * F.logsigmoid(self.logits)
+        norm = -_vl.lgamma(n + v) + _vl.lgamma(1.0 + v) + _vl.lgamma(n)
+        norm = _vl.where(n + v == 0, 0.0, norm)
+        return unnorm - norm

@@ -13,7 +13,7 @@ from varlens.distributions.discrete import (Bernoulli, Binomial, Categorical, Ge
                                             Poisson, _bce_logits)
 from varlens.distributions.multivariate import Dirichlet, Independent, MultivariateNormal
 from varlens.distributions.distribution import sum_rightmost
-from varlens.distributions.extra import Gumbel, Pareto
+from varlens.distributions.continuous import Gumbel, Pareto
 from varlens.distributions.transforms import TransformedDistribution
 
 __all__ = ["kl_divergence", "register_kl"]

@@ -1,4 +1,5 @@
-"""Families with a non-trivial event_shape: Independent, MultivariateNormal, Dirichlet."""
+"""Families with a non-trivial event_shape: Independent, MultivariateNormal, LowRankMultivariateNormal,
+Dirichlet, LogisticNormal."""
 from __future__ import annotations
 
 import math
@@ -9,6 +10,7 @@ from varlens.core.array import xp
 from varlens.distributions import constraints
 from varlens.distributions._gamma import standard_gamma
 from varlens.distributions.distribution import Distribution, lazy_property, rng, sum_rightmost
+from varlens.distributions.transforms import TransformedDistribution
 from varlens.core.tensor import Size, Tensor
 
 
@@ -277,3 +279,27 @@ class LowRankMultivariateNormal(MultivariateNormal):
         eps_w = Tensor._make(r.standard_normal(shape[:-1] + (self.cov_factor.shape[-1],)).astype(dt))
         eps_d = Tensor._make(r.standard_normal(shape).astype(dt))
         return self.loc + (self.cov_factor @ eps_w.unsqueeze(-1)).squeeze(-1) + _vl.sqrt(self.cov_diag) * eps_d
+
+
+class LogisticNormal(TransformedDistribution):
+    """StickBreakingTransform of Normal(loc, scale) over R^(K-1): values on the K-simplex."""
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.simplex
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        from varlens.distributions.continuous import Normal
+        from varlens.distributions.transforms import StickBreakingTransform
+        base = Normal(loc, scale, validate_args=validate_args)
+        if not tuple(base.batch_shape):
+            base = base.expand((1,))
+        super().__init__(base, StickBreakingTransform(), validate_args=validate_args)
+
+    loc = property(lambda self: self.base_dist.base_dist.loc)
+    scale = property(lambda self: self.base_dist.base_dist.scale)
+
+    def expand(self, batch_shape, _instance=None):
+        shape = tuple(batch_shape) + (self.loc.shape[-1],)
+        return LogisticNormal(_vl.broadcast_to(self.loc, shape), _vl.broadcast_to(self.scale, shape),
+                              validate_args=False)

@@ -17,7 +17,7 @@ def main(argv=None):
     from varlens.datasets import FASHION_CLASSES
     from varlens.models.vit import plot_attention
     from varlens.train import checkpoint as ckpt
-    from varlens.commands.recipes import build_run
+    from varlens.train.recipes import build_run
     from varlens.train.trainer import latest_checkpoint
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run")

@@ -176,7 +176,7 @@ def _run_recipe(args):
     from varlens.lens import report
     from varlens.lens.compare import compare, summary
     from varlens.lens.probes import Lens
-    from varlens.commands import recipes
+    from varlens.train import recipes
     state, st = None, None
     if args.checkpoint:
         from varlens.train import checkpoint as ckpt

@@ -382,9 +382,34 @@ class Lens:
             m, q = mo[1], mo[2]
         if i == 0 and module is not None and rec.kind in NORM_LIKE:
             rec.inp_var_group = self._group_var(module, a)
+            if rec.kind.startswith("BatchNorm") and not module.training:
+                x = a.astype(np.float64)
+                axes = (0,) + tuple(range(2, x.ndim))
+                rec.params["channel_mean"] = x.mean(axis=axes)
+                rec.params["channel_q"] = (x * x).mean(axis=axes)
         if i == 0 and module is not None and rec.kind in LINEAR_LIKE | POOL_LIKE:
             rec.params["in_shape"] = tuple(a.shape)
+        if i == 0 and self._detail and rec.kind in MIXING_KINDS:
+            self._feature_means(rec, a)
         im.add(m, q, a.shape)
+
+    @staticmethod
+    def _feature_means(rec, a):
+        """Accumulate the mean of each input feature (Linear: last axis; conv: channel axis 1)."""
+        if a.dtype.kind != "f" or a.ndim < 2:
+            return
+        x = a if a.dtype.itemsize >= 4 else a.astype(np.float32)
+        if rec.kind.startswith("Conv") or rec.kind == "conv":
+            fm = x.mean(axis=(0,) + tuple(range(2, x.ndim)), dtype=np.float64)
+        else:
+            fm = x.reshape(-1, x.shape[-1]).mean(axis=0, dtype=np.float64)
+        p = rec.params
+        old = p.get("in_fmean_sum")
+        if old is None or old.shape != fm.shape:
+            p["in_fmean_sum"], p["in_fmean_n"] = fm, 1
+        else:
+            p["in_fmean_sum"] = old + fm
+            p["in_fmean_n"] += 1
 
     @staticmethod
     def _is_ancestor(rec, prod):
@@ -514,9 +539,18 @@ class Lens:
             p["row_var_sum"] = p.get("row_var_sum", 0.0) + rv
             p["row_var_n"] = p.get("row_var_n", 0) + 1
             p["n"] = x.shape[dim]
-        elif op == "batch_norm":
+        elif op in ("layer_norm", "rms_norm"):
+            x = args[0]._data.astype(np.float64)
+            axes = tuple(range(x.ndim - int(kwargs.get("nd", 1)), x.ndim))
+            with np.errstate(invalid="ignore", over="ignore"):
+                rec.inp_var_group = float(np.mean((x * x).mean(axis=axes) if op == "rms_norm" else x.var(axis=axes)))
+        if op == "batch_norm":
             bs = kwargs.get("batch_stats", True)
             p["batch_stats"] = bool(bs)
+            if bs:
+                x = args[0]._data.astype(np.float64)
+                with np.errstate(invalid="ignore", over="ignore"):
+                    rec.inp_var_group = float(np.mean(x.var(axis=(0,) + tuple(range(2, x.ndim)))))
             if not bs:
                 p["running_mean"] = np.asarray(kwargs.get("mean")).reshape(-1).astype(np.float64)
                 p["running_var"] = np.asarray(kwargs.get("var")).reshape(-1).astype(np.float64)
@@ -590,6 +624,9 @@ class Lens:
         if rec is None:
             rec = self._new_record(key, path=name, level="tap", kind="tap", cls="tap")
         a = tensor._data
+        hit = self._produced.get(id(a))
+        if hit is not None and hit[0] is a and rec.source in (None, hit[1]):
+            rec.source = hit[1]           # an op recorded this tensor: the tap gets its predictions
         sm = summarize(a)
         rec.out.update(a, kind, sm)
         if sm[5] or sm[6]:
@@ -660,13 +697,13 @@ class Lens:
 
 
 def _window_correlation(x, kernel):
-    """Mean correlation coefficient between the entries of one pooling window (lags inside a
-    kernel, per channel, pooled): the measured input structure the average-pool rule needs."""
+    """kappa = E[x_a x_b] / E[x^2] over pairs of entries a != b of one pooling window (lags inside
+    the kernel, pooled over channels and positions): the measured input structure the
+    average-pool rule needs."""
     if x.ndim < 3:
         return 0.0
     k = (kernel, kernel) if isinstance(kernel, int) else tuple(kernel)
     xs = x.astype(np.float64)
-    xs = xs - xs.mean(axis=tuple(range(2, xs.ndim)), keepdims=True)
     v = float(np.mean(xs * xs))
     if v <= 0:
         return 0.0

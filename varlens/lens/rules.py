@@ -164,28 +164,45 @@ def activation(name):
 
 
 # ----------------------------------------------------------------- forward rules
-def linear_forward(x: Moments, weight, bias=None) -> Moments:
+def _feature_split(x: Moments, feature_means):
+    """(per-feature means or None, the variance left within features)."""
+    if feature_means is None:
+        return None, x.var
+    fm = np.asarray(feature_means, dtype=np.float64).reshape(-1)
+    return fm, max(x.q - float((fm * fm).mean()), 0.0)
+
+
+def linear_forward(x: Moments, weight, bias=None, feature_means=None) -> Moments:
     """Linear/conv output moments from the actual weights (weight: (out, fan_in) after flattening).
 
     Input entries are taken as uncorrelated with common mean mu and variance v, so
     E[y_j] = mu r_j + b_j and E[y_j^2] = v |W_j|^2 + (mu r_j + b_j)^2, r_j = sum_i W_ji.
+    With ``feature_means`` (the measured mean of each input feature mu_i), E[y_j] = W_j . mu + b_j
+    and v is the variance within features, q - mean(mu_i^2).
     """
+    return Moments(*_linear_parts(x, weight, bias, feature_means, pooled=True))
+
+
+def _linear_parts(x, weight, bias, feature_means, pooled):
     W = np.asarray(weight, dtype=np.float64)
     W = W.reshape(W.shape[0], -1)
-    r = W.sum(axis=1)
     row_sq = (W * W).sum(axis=1)
     b = np.zeros(W.shape[0]) if bias is None else np.asarray(bias, dtype=np.float64).reshape(-1)
-    means = x.mean * r + b
-    return Moments(float(means.mean()), float((x.var * row_sq + means * means).mean()))
+    fm, v = _feature_split(x, feature_means)
+    if fm is not None and fm.size == W.shape[1]:
+        means = W @ fm + b
+    else:
+        means = x.mean * W.sum(axis=1) + b
+        v = x.var
+    q = v * row_sq + means * means
+    if pooled:
+        return float(means.mean()), float(q.mean())
+    return q
 
 
-def linear_forward_units(x: Moments, weight, bias=None):
-    """Per output unit j: predicted E[y_j^2] = v |W_j|^2 + (mu r_j + b_j)^2 (an array)."""
-    W = np.asarray(weight, dtype=np.float64)
-    W = W.reshape(W.shape[0], -1)
-    b = np.zeros(W.shape[0]) if bias is None else np.asarray(bias, dtype=np.float64).reshape(-1)
-    means = x.mean * W.sum(axis=1) + b
-    return x.var * (W * W).sum(axis=1) + means * means
+def linear_forward_units(x: Moments, weight, bias=None, feature_means=None):
+    """Per output unit j: predicted E[y_j^2] = v |W_j|^2 + E[y_j]^2 (an array)."""
+    return _linear_parts(x, weight, bias, feature_means, pooled=False)
 
 
 def linear_forward_iid(q_in, fan_in, sigma_w2, sigma_b2=0.0) -> float:
@@ -410,7 +427,8 @@ def _conv_geometry(weight, in_shape, stride, pads, dilation):
     return nd, spatial, st[-nd:], dl[-nd:], pads[-2 * nd:]
 
 
-def conv_forward(x: Moments, weight, bias, in_shape, stride=1, pads=0, dilation=1, units=False):
+def conv_forward(x: Moments, weight, bias, in_shape, stride=1, pads=0, dilation=1, units=False,
+                 channel_means=None):
     """Convolution output moments with zero padding counted exactly (the border effect).
 
     For i.i.d. input entries (mean mu, variance v) and output channel c at position o,
@@ -418,12 +436,18 @@ def conv_forward(x: Moments, weight, bias, in_shape, stride=1, pads=0, dilation=
     averaged over channels and positions.  Taps that fall on padding read zeros, so a border
     position sees fewer terms: with a 3x3 kernel and padding 1 on an 8x8 map, 16% of the taps
     fall on padding.  ``pads``: (before, after) per spatial dim, flattened.  ``units``: return the
-    per-channel predictions (an array) instead of the pooled Moments."""
+    per-channel predictions (an array) instead of the pooled Moments.  ``channel_means``: the
+    measured mean of each input channel (then v is the variance within channels)."""
     W = np.asarray(weight, dtype=np.float64)
     nd, spatial, st, dl, pads = _conv_geometry(W, in_shape, stride, pads, dilation)
     co = W.shape[0]
     w2 = (W * W).sum(axis=1)          # (Co, k1, ..., knd)
-    ws = W.sum(axis=1)
+    fm, v = _feature_split(x, channel_means)
+    if fm is not None and fm.size == W.shape[1]:
+        ws = np.tensordot(W, fm, axes=([1], [0]))
+        mu = 1.0
+    else:
+        ws, mu, v = W.sum(axis=1), x.mean, x.var
     masks = []
     for d in range(nd):
         valid, _ = _valid_fraction(spatial[d], W.shape[2 + d], st[d], pads[2 * d], pads[2 * d + 1], dl[d], True)
@@ -432,14 +456,14 @@ def conv_forward(x: Moments, weight, bias, in_shape, stride=1, pads=0, dilation=
     frac = masks[0].mean(axis=0)
     for m in masks[1:]:
         frac = np.multiply.outer(frac, m.mean(axis=0))
-    var_c = x.var * (w2.reshape(co, -1) * frac.reshape(1, -1)).sum(axis=1)
+    var_c = v * (w2.reshape(co, -1) * frac.reshape(1, -1)).sum(axis=1)
     # mean part: per position, r_c(o) = sum of W over the valid taps
     r = ws
     for d in range(nd):
         r = np.tensordot(r, masks[d], axes=([1], [1]))    # contracts tap axis d, appends positions
     r = r.reshape(co, -1)
     b = np.zeros(co) if bias is None else np.asarray(bias, dtype=np.float64).reshape(-1)
-    means = x.mean * r + b[:, None]
+    means = mu * r + b[:, None]
     if units:
         return var_c + (means * means).mean(axis=1)
     return Moments(float(means.mean()), float(var_c.mean()) + float((means * means).mean()))
@@ -472,11 +496,12 @@ def conv_backward_padded(gy_q, weight, in_shape, stride=1, pads=0, dilation=1, g
     return gy_q * float((w2 * frac).sum()) / (W.shape[1] * groups)
 
 
-def avg_pool_forward(x: Moments, window, corr) -> Moments:
-    """Mean of ``window`` entries with mean mu, variance v and MEASURED mean pairwise correlation
-    rho inside a window: E[y^2] = mu^2 + v (1 + (K - 1) rho) / K."""
+def avg_pool_forward(x: Moments, window, kappa) -> Moments:
+    """Mean of K = ``window`` entries with E[x^2] = q and the MEASURED ratio kappa = E[x_a x_b] / E[x^2]
+    over pairs a != b inside a window: E[y^2] = q (1 + (K - 1) kappa) / K (1/K for independent
+    zero-mean entries, q for identical ones)."""
     K = float(window)
-    return Moments(x.mean, x.mean * x.mean + x.var * (1 + (K - 1) * corr) / K)
+    return Moments(x.mean, x.q * (1 + (K - 1) * kappa) / K)
 
 
 def avg_pool_backward(gy_q, window, stride_area) -> float:

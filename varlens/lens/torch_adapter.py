@@ -42,7 +42,8 @@ import math
 import numpy as np
 
 from varlens.lens import records as R
-from varlens.lens.probes import (CROSS_OPS, LINEAR_LIKE, MIXING_KINDS, NORM_LIKE, OP_SATURATING, POOL_LIKE, Lens,
+from varlens.lens.probes import (CROSS_OPS, LINEAR_LIKE, MIXING_KINDS, NORM_LIKE, OP_PARAM_NAMES, OP_SATURATING,
+                                 POOL_LIKE, Lens,
                                  _saturation_kind, module_kind)
 
 _torch = None       # the torch module, bound by the first TorchLens (this file never imports it at load)
@@ -179,6 +180,7 @@ _SIGNATURES = {
     "sdpa": ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale"),
 }
 _PARAM_NAMES = {"weight", "bias"}
+_ACTIVATIONS = {"input", "query", "key", "value"}     # the arguments that carry the signal
 
 
 def _first_tensor(obj):
@@ -371,6 +373,26 @@ def _unit_axis(t):
     return 1 if t.dim() >= 3 else t.dim() - 1
 
 
+def _feature_means(rec, t):
+    """probes.Lens._feature_means for a torch tensor: the mean of each input feature (Linear: last
+    axis; conv: channel axis 1), by torch ops (one value per feature leaves the device)."""
+    if not t.is_floating_point() or t.dim() < 2:
+        return
+    x = t.detach().to(_F64)
+    if rec.kind.startswith("Conv") or rec.kind == "conv":
+        fm = x.mean(dim=(0,) + tuple(range(2, x.dim())))
+    else:
+        fm = x.reshape(-1, x.shape[-1]).mean(dim=0)
+    fm = fm.cpu().numpy()
+    p = rec.params
+    old = p.get("in_fmean_sum")
+    if old is None or old.shape != fm.shape:
+        p["in_fmean_sum"], p["in_fmean_n"] = fm, 1
+    else:
+        p["in_fmean_sum"] = old + fm
+        p["in_fmean_n"] += 1
+
+
 def _group_var(kind, module_or_shape, t):
     """Mean variance each normalisation group sees (BatchNorm: per channel; LayerNorm: per row)."""
     x = t.detach().to(_F64)
@@ -546,11 +568,17 @@ class TorchLens(Lens):
                     self.records[prod.source].params["feeds_mixing"] = True
             if rec.key not in prod.consumers and not self._is_ancestor(rec, prod):
                 prod.consumers.append(rec.key)
-        if module is not None and math.isfinite(q):
-            if rec.kind in NORM_LIKE:
-                rec.inp_var_group = _group_var(rec.kind, module, x)
-            if rec.kind in LINEAR_LIKE | POOL_LIKE:
-                rec.params["in_shape"] = tuple(x.shape)
+        if i == 0 and module is not None and rec.kind in NORM_LIKE:
+            rec.inp_var_group = _group_var(rec.kind, module, x)
+            if rec.kind.startswith("BatchNorm") and not module.training:
+                xd = x.detach().to(_F64)
+                axes = (0,) + tuple(range(2, xd.dim()))
+                rec.params["channel_mean"] = xd.mean(dim=axes).cpu().numpy()
+                rec.params["channel_q"] = (xd * xd).mean(dim=axes).cpu().numpy()
+        if i == 0 and module is not None and rec.kind in LINEAR_LIKE | POOL_LIKE:
+            rec.params["in_shape"] = tuple(x.shape)
+        if i == 0 and self._detail and rec.kind in MIXING_KINDS:
+            _feature_means(rec, x)
         im.add(mean, q, tuple(x.shape))
 
     def _measure(self, rec, t):
@@ -645,17 +673,22 @@ class TorchLens(Lens):
             rec = self._new(key, path=path, level="op", kind=op, op=op, cls=getattr(func, "__name__", op).strip("_"))
             rec.sat_kind = OP_SATURATING.get(op)
             pidx = set()
+            vnames = OP_PARAM_NAMES.get(op, ())
             for i, (nm, v) in enumerate(named):
-                if isinstance(v, T) and _is_param(v):
-                    rec.arrays[nm if nm in _PARAM_NAMES else f"arg{i}"] = _getter(v)
-                    pidx.add(i)
+                if isinstance(v, T) and (_is_param(v) or (nm is not None and nm not in _ACTIVATIONS)):
+                    if nm in _PARAM_NAMES:
+                        rec.arrays[nm] = _getter(v)
+                        # numbered as the varlens Function numbers its arguments
+                        pidx.add(vnames.index(nm) if nm in vnames else i)
+                    elif nm is None:
+                        rec.arrays[f"arg{i}"] = _getter(v)
+                        pidx.add(i)
             rec.params["param_args"] = pidx
         self._measure(rec, t)
-        pidx = rec.params["param_args"]
         scalars = None
         for i, (nm, v) in enumerate(named):
             if isinstance(v, T):
-                if i not in pidx and v.is_floating_point():
+                if v.is_floating_point() and (nm in _ACTIVATIONS or (nm is None and not _is_param(v))):
                     self._note_input(rec, i, v, pre if i == 0 else None)
             elif nm is None and isinstance(v, (int, float)) and not isinstance(v, bool):
                 if scalars is None:
@@ -672,16 +705,18 @@ class TorchLens(Lens):
         if self._detail and op in ("linear", "conv"):
             _add_units(rec, t, _unit_axis(t))
         if op == "sdpa":
-            self._sdpa_internals(path, {k: v for k, v in named if k is not None})
+            nm = {k: v for k, v in named if k is not None}
+            q = nm.get("query")
+            sc = nm.get("scale")
+            sc = 1.0 / math.sqrt(q.shape[-1]) if sc is None else float(sc)
+            rec.params["scalars"] = {5: sc, 6: float(nm.get("dropout_p", 0.0) or 0.0)}   # as varlens's SDPA
+            self._sdpa_internals(path, nm)
         self._produced[id(t)] = (t, t._version, key)
 
     def _op_params(self, rec, op, pairs, kwargs, t):
         """The scalars an op's rule needs, under the names the varlens recorder uses."""
         p = rec.params
         named = {k: v for k, v in pairs if k is not None}
-        for k, v in kwargs.items():
-            if k != "inplace" and (isinstance(v, (bool, int, float, str)) or (isinstance(v, tuple) and len(v) <= 8)):
-                p[k] = v
         x = named.get("input", named.get("query"))
         if x is None:
             x = next((v for _, v in pairs if isinstance(v, _torch.Tensor)), None)
@@ -694,18 +729,31 @@ class TorchLens(Lens):
             dim = named.get("dim", -1)
             dim = -1 if dim is None else dim
             rv = float(x.detach().to(_F64).var(dim=dim, unbiased=False).mean())
+            p["scalars"] = {1: float(dim % x.dim())}       # the axis, as varlens's Softmax receives it
             p["row_var_sum"] = p.get("row_var_sum", 0.0) + rv
             p["row_var_n"] = p.get("row_var_n", 0) + 1
             p["n"] = x.shape[dim]
-        elif op == "layer_norm":
+        elif op in ("layer_norm", "rms_norm") and isinstance(x, _torch.Tensor):
             ns = named.get("normalized_shape")
-            p["nd"] = 1 if isinstance(ns, int) else len(tuple(ns or (0,)))
-            p["eps"] = float(named.get("eps", 1e-5))
-        elif op == "rms_norm":
-            ns = named.get("normalized_shape")
-            p["nd"] = 1 if isinstance(ns, int) else len(tuple(ns or (0,)))
+            nd = p["nd"] = 1 if isinstance(ns, int) else len(tuple(ns or (0,)))
             if named.get("eps") is not None:
                 p["eps"] = float(named["eps"])
+            elif op == "layer_norm":
+                p["eps"] = 1e-5
+            xd = x.detach().to(_F64)
+            axes = tuple(range(x.dim() - nd, x.dim()))
+            rec.inp_var_group = float(((xd * xd).mean(dim=axes) if op == "rms_norm" else
+                                       xd.var(dim=axes, unbiased=False)).mean())
+        elif op == "conv" and isinstance(x, _torch.Tensor):
+            k = x.dim() - 2
+            st, pd, dl = (named.get(n, d) for n, d in (("stride", 1), ("padding", 0), ("dilation", 1)))
+            p["stride"] = _tuple(st, k)
+            p["dilation"] = _tuple(dl, k)
+            p["groups"] = int(named.get("groups", 1))
+            if isinstance(pd, str):
+                p["padding"] = pd
+            else:
+                p["pads"] = tuple(v for v in _tuple(pd, k) for _ in (0, 1))   # (top, bottom, left, right)
         elif op == "gelu":
             p["approximate"] = named.get("approximate", "none")
         elif op == "batch_norm" and isinstance(x, _torch.Tensor):
@@ -716,7 +764,10 @@ class TorchLens(Lens):
             p["eps_mode"] = "sqrt"
             axes = (0,) + tuple(range(2, x.dim()))
             p["axes"] = axes
-            if not bs:
+            p["pshape"] = tuple(x.shape[1] if i == 1 else 1 for i in range(x.dim()))
+            if bs:
+                rec.inp_var_group = float(x.detach().to(_F64).var(dim=axes, unbiased=False).mean())
+            else:
                 p["running_mean"] = rm.detach().to(_F64).reshape(-1).cpu().numpy()
                 p["running_var"] = rv.detach().to(_F64).reshape(-1).cpu().numpy()
                 xd = x.detach().to(_F64)
@@ -851,6 +902,10 @@ def _named(op, args, kwargs):
                 out.append((sig[len(out)], None))
             out[i] = (k, v)
     return out
+
+
+def _tuple(v, k):
+    return tuple(int(x) for x in v) if isinstance(v, (tuple, list)) else (int(v),) * k
 
 
 def _getter(t):

@@ -1,4 +1,4 @@
-"""Build the CNNs of the Fashion-MNIST recipes from a recipe config (used by varlens.commands.recipes).
+"""Build the CNNs of the Fashion-MNIST recipes from a recipe config (used by varlens.train.recipes).
 
 Keys read: model ('lenet', 'vgg', 'resnet'), image_shape ([C, H, W], default [1, 28, 28]),
 and per model: lenet: width, batchnorm, dropout; vgg: depths, width, batchnorm, dropout,

@@ -19,6 +19,7 @@ import math
 from varlens.core.function import Function
 from varlens.core import array as B
 from varlens.core.array import xp
+from varlens.ops.kernels import rows as _KR
 
 
 def _swap(a):
@@ -31,6 +32,16 @@ class SDPA(Function):
     differentiable_backward = False
 
     def forward(self, q, k, v, mask, dropout_mask, scale, p_drop):
+        L, S = q.shape[-2], k.shape[-2]
+        if dropout_mask is None and scale > 0 and (mask is None or mask is causal_mask(L, S)) \
+                and q.dtype == xp.float32 and k.dtype == q.dtype and v.dtype == q.dtype \
+                and q.ndim >= 2 and q.size and _KR.kernel_ok(s := B.matmul(q, _swap(k))):
+            # float32, no mask or the causal one: scale, mask and softmax in one compiled pass
+            p = _KR.softmax(s.reshape(-1, S), True, scale, 0 if mask is None else L).reshape(s.shape)
+            self.save_for_backward(q, k, v, p, p)
+            self.dmask, self.scale, self.p_drop, self.fused = None, scale, p_drop, True
+            return B.matmul(p, v)
+        self.fused = False
         s = B.matmul(q, _swap(k)) * scale
         if mask is not None:
             if mask.dtype == bool:
@@ -57,6 +68,12 @@ class SDPA(Function):
         dp = B.matmul(g, _swap(v))
         if self.dmask is not None:
             dp = dp * self.dmask * (1.0 / (1.0 - self.p_drop))
+        if self.fused and dp.flags.c_contiguous and _KR.kernel_ok(dp):  # scale * dS in one pass
+            ds = _KR.softmax_grad(dp.reshape(-1, p.shape[-1]), p.reshape(-1, p.shape[-1]), True,
+                                  sc).reshape(p.shape)
+            dq = B.matmul(ds, k) if n[0] is not None else None
+            dk = B.matmul(_swap(ds), q) if n[1] is not None else None
+            return dq, dk, dv, None, None, None, None
         ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
         dq = B.matmul(ds, k) * sc if n[0] is not None else None
         dk = B.matmul(_swap(ds), q) * sc if n[1] is not None else None
@@ -78,7 +95,7 @@ class SDPA(Function):
 
 def causal_mask(L, S):
     """Boolean (L, S) mask, True where query i may attend to key j <= i (top-left aligned, as PyTorch)."""
-    return xp.tril(xp.ones((L, S), dtype=bool))
+    return B._const(("causal_mask", L, S), lambda: xp.tril(xp.ones((L, S), dtype=bool)))  # read-only, shared
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,

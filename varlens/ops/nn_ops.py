@@ -409,6 +409,14 @@ class CrossEntropy(Function):
             # softmax below, and the fast path's flat indices assume rows are contiguous
             z2 = xp.ascontiguousarray(z2)
         M, C = z2.shape
+        if not probs and weight is None and not label_smoothing and reduction != "none" and M \
+                and target.dtype == xp.int64 and target.size == M and target.flags.c_contiguous and _KR.kernel_ok(z2) and (
+                all_real if all_real is not None else _all_real(target, C, ignore_index)):
+            # float32 fast path compiled: softmax rows and the loss sum in one pass (ops/kernels/rows.py)
+            t = target.reshape(-1)
+            e, tot = _KR.cross_entropy(z2, t, use_kernel=True)
+            self.p, self.flat, self.fast, self.zshape, self.reduction = e, t + _row_offsets(M, C), True, z.shape, reduction
+            return xp.asarray(tot / M if reduction == "mean" else tot, dtype=z.dtype)
         m = _max_reduce(z2, axis=1, keepdims=True)  # (the ufunc reductions skip ndarray.max's Python frame)
         e = z2 - m
         xp.exp(e, out=e)

@@ -10,7 +10,13 @@ from varlens.optim.rmsprop import RMSprop
 from varlens.optim.adadelta import Adadelta
 from varlens.optim.adam import Adam
 from varlens.optim.adamw import AdamW
-from varlens.optim.more import NAdam, RAdam, Adamax, ASGD, Rprop, Adafactor, Muon
+from varlens.optim.nadam import NAdam
+from varlens.optim.radam import RAdam
+from varlens.optim.adamax import Adamax
+from varlens.optim.asgd import ASGD
+from varlens.optim.rprop import Rprop
+from varlens.optim.adafactor import Adafactor
+from varlens.optim.muon import Muon
 from varlens.optim.lbfgs import LBFGS
 from varlens.optim import lr_scheduler, scaling, swa_utils
 from varlens.optim.scaling import scale_lr

@@ -3,7 +3,8 @@
     from varlens.train import Trainer, fit
     trainer = fit(model, optimizer, loss_fn, train_loader, val_loader, epochs=10, out_dir="runs/x")
 
-The command-line pieces (recipes and the `varlens train`/`eval` commands) live in varlens.commands.
+Named recipes (data, model, optimiser, schedule) are in varlens.train.recipes; the `varlens train`/`eval`
+commands in varlens.commands only dispatch to them.
 """
 from varlens.train.checkpoint import CheckpointError, load as load_checkpoint, save as save_checkpoint  # noqa: F401
 from varlens.train.callbacks import Callback, EarlyStopping, JSONLinesLogger  # noqa: F401

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from varlens.serialization import (_HEADER, FORMAT, MAGIC, VERSION, CheckpointError, _pack,  # noqa: F401
+from varlens.serialization import (_HEADER, FORMAT, MAGIC, VERSION, CheckpointError, CheckpointNotFoundError,  # noqa: F401,E501
+                                   _pack,
                                    atomic_write_bytes, load, remove_stale_temp_files, save)
 
 

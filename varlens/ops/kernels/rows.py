@@ -38,41 +38,59 @@ def _kernels():
     ZERO, ONE, NINF = f32(0.0), f32(1.0), f32(-np.inf)
     k = jit(nb, reduce=True)
 
+    @nb.njit(fastmath={"contract", "nsz"}, inline="always", cache=True, error_model="numpy")
+    def row_max(x, i, n, acc):
+        """max of x[i, :n], in 16 independent lanes (so it vectorises without fast-math
+        max; a NaN is skipped here and made NaN again by the exp that follows)."""
+        n16 = n - n % 16
+        for j in range(16):
+            acc[j] = NINF
+        for j in range(0, n16, 16):
+            for q in range(16):
+                v = x[i, j + q]
+                acc[q] = v if v > acc[q] else acc[q]
+        mx = NINF
+        for q in range(16):
+            mx = acc[q] if acc[q] > mx else mx
+        for j in range(n16, n):
+            v = x[i, j]
+            mx = v if v > mx else mx
+        return mx
+
     @k
-    def softmax_fwd(x, y):
+    def softmax_fwd(x, scale, causal, y):
         m, n = x.shape
+        acc = np.empty(16, np.float32)
         for i in range(m):
-            mx = NINF
-            for j in range(n):
-                v = x[i, j]
-                mx = v if v > mx else mx
+            lim = n if causal == 0 else min(i % causal + 1, n)
+            mx = row_max(x, i, lim, acc) * scale
             s = ZERO
-            for j in range(n):
-                e = exp_nonpos(x[i, j] - mx)
+            for j in range(lim):
+                e = exp_nonpos(x[i, j] * scale - mx)
                 y[i, j] = e
                 s += e
             r = ONE / s
-            for j in range(n):
+            for j in range(lim):
                 y[i, j] *= r
+            for j in range(lim, n):
+                y[i, j] = ZERO
 
     @k
-    def softmax_bwd(g, y, out):
+    def softmax_bwd(g, y, scale, out):
         m, n = y.shape
         for i in range(m):
             s = ZERO
             for j in range(n):
                 s += g[i, j] * y[i, j]
             for j in range(n):
-                out[i, j] = y[i, j] * (g[i, j] - s)
+                out[i, j] = y[i, j] * (g[i, j] - s) * scale
 
     @k
     def log_softmax_fwd(x, y):
         m, n = x.shape
+        acc = np.empty(16, np.float32)
         for i in range(m):
-            mx = NINF
-            for j in range(n):
-                v = x[i, j]
-                mx = v if v > mx else mx
+            mx = row_max(x, i, n, acc)
             s = ZERO
             for j in range(n):
                 s += exp_nonpos(x[i, j] - mx)
@@ -94,11 +112,9 @@ def _kernels():
     def ce_fwd(z, t, p):
         m, n = z.shape
         tot = 0.0
+        acc = np.empty(16, np.float32)
         for i in range(m):
-            mx = NINF
-            for j in range(n):
-                v = z[i, j]
-                mx = v if v > mx else mx
+            mx = row_max(z, i, n, acc)
             s = ZERO
             for j in range(n):
                 e = exp_nonpos(z[i, j] - mx)
@@ -169,28 +185,36 @@ def _rows_ok(*arrays):
     return all(a.ndim == 2 for a in arrays) and usable(*arrays)
 
 
-def softmax(x2, use_kernel=None):
-    """Row softmax of a 2-D float array."""
+def softmax(x2, use_kernel=None, scale=1.0, causal=0):
+    """Row softmax of scale * x2 (2-D float).  ``causal`` = L > 0: row i keeps only its first
+    i % L + 1 entries (the rest of the row's probabilities are 0), attention's causal mask for
+    rows that are L queries at a time."""
     if use_kernel if use_kernel is not None else _rows_ok(x2):
         y = np.empty_like(x2)
-        _kernels()["softmax_fwd"](x2, y)
+        _kernels()["softmax_fwd"](x2, np.float32(scale), causal, y)
         return y
-    y = x2 - x2.max(axis=1, keepdims=True)
+    y = x2 * x2.dtype.type(scale) if scale != 1.0 else x2.copy()
+    if causal:
+        m, n = x2.shape
+        y[(np.arange(n)[None, :] > (np.arange(m) % causal)[:, None])] = -np.inf
+    y -= y.max(axis=1, keepdims=True)
     np.exp(y, out=y)
     y /= y.sum(axis=1, keepdims=True)
     return y
 
 
-def softmax_grad(g2, y2, use_kernel=None):
-    """y * (g - <g, y>) row by row."""
+def softmax_grad(g2, y2, use_kernel=None, scale=1.0):
+    """scale * y * (g - <g, y>) row by row (the softmax Jacobian-vector product)."""
     if use_kernel if use_kernel is not None else _rows_ok(g2, y2):
         out = np.empty_like(y2)
-        _kernels()["softmax_bwd"](g2, y2, out)
+        _kernels()["softmax_bwd"](g2, y2, np.float32(scale), out)
         return out
     gy = g2 * y2
     s = gy.sum(axis=1, keepdims=True)
     s = y2 * s
     gy -= s
+    if scale != 1.0:
+        gy *= gy.dtype.type(scale)
     return gy
 
 

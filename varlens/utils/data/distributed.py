@@ -1,9 +1,9 @@
 """DistributedSampler (``torch.utils.data.distributed``'s name and arguments).
 
-varlens runs in one process, so without ``num_replicas``/``rank`` the sampler acts as
-replica 0 of 1 (PyTorch would ask the process group, which varlens does not have).  Given
-explicitly, each rank gets every ``num_replicas``-th index of the (padded or truncated)
-order, exactly PyTorch's partition; the shuffle is a permutation seeded by ``seed + epoch``
+Without ``num_replicas``/``rank`` the sampler asks the process group (varlens.distributed,
+after ``init_process_group`` under ``mpiexec``), as PyTorch does; with no group initialised it
+acts as replica 0 of 1 where PyTorch raises.  Each rank gets every ``num_replicas``-th index of
+the (padded or truncated) order, exactly PyTorch's partition; the shuffle is a permutation seeded by ``seed + epoch``
 (``set_epoch``), reproducible in varlens but not PyTorch's numbers.
 """
 from __future__ import annotations
@@ -12,13 +12,16 @@ import math
 
 import numpy as np
 
+from varlens import distributed as dist
 from varlens.utils.data.sampler import Sampler
 
 
 class DistributedSampler(Sampler):
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False):
-        num_replicas = 1 if num_replicas is None else num_replicas
-        rank = 0 if rank is None else rank
+        if num_replicas is None:
+            num_replicas = dist.get_world_size() if dist.is_initialized() else 1
+        if rank is None:
+            rank = dist.get_rank() if dist.is_initialized() else 0
         for name, v in (("num_replicas", num_replicas), ("rank", rank), ("seed", seed)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
                 raise TypeError(f"DistributedSampler: {name} must be an int, got {type(v).__name__}")

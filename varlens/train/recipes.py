@@ -4,8 +4,8 @@
 the command line.  A recipe is a plain dict, saved into every checkpoint, so
 ``varlens eval`` can rebuild the data and the model from the checkpoint alone.
 
-(This module and the cli_* modules sit at the command-line layer: they import
-varlens.models, which sits above varlens.train.)
+Recipes live with the Trainer they configure; ``varlens.commands`` only dispatches to them.  The
+model builders import varlens.models inside the functions that need them (build_model, check_config).
 """
 from __future__ import annotations
 

@@ -1,0 +1,170 @@
+"""varlens.distributed, DistributedDataParallel and SyncBatchNorm under ``mpiexec -n 2``.
+
+Each MPI test runs a script of tests/mpi/ (or tests/programs/) as a 2-rank job on this machine
+(MPICH from PyPI, shared memory on loopback) in a subprocess with a timeout, and checks its exit
+status and output; the scripts compare every result with the single-process answer themselves.
+"""
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+import varlens
+import varlens.distributed as dist
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+KILL_BOUND_S = 10.0  # a job with a dead or failed rank ends within this long after the failure
+
+
+def _env():
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+               MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1", HYDRA_LAUNCHER="fork")
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        env.pop(k, None)
+    return env
+
+
+def mpirun(*args, n=2, timeout=120, runner=False):
+    """Run ``python ARGS`` as an n-rank MPI job; returns (exit status, output, seconds)."""
+    if runner:
+        cmd = [sys.executable, "-m", "varlens.distributed.run", "-n", str(n)] + list(args)
+    else:
+        cmd = [MPIEXEC, "-n", str(n), sys.executable] + list(args)
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=timeout)
+    return p.returncode, p.stdout, time.monotonic() - t0
+
+
+def test_mpi_runtime_installed():
+    assert os.path.exists(MPIEXEC), "mpiexec missing: `pip install mpich` (a dependency of varlens[test])"
+    import mpi4py  # noqa: F401
+
+
+def test_every_collective_matches_one_process():
+    rc, out, _ = mpirun("tests/mpi/collectives.py")
+    assert rc == 0, out
+    assert out.count("OK collectives rank") == 2, out
+
+
+def test_ddp_two_ranks_equal_one_process_sgd_and_adam():
+    rc, out, _ = mpirun("tests/mpi/ddp_equivalence.py")
+    assert rc == 0, out
+    assert out.count("OK ddp rank") == 2, out
+    errs = [float(e) for e in re.findall(r"relative error (\S+) after", out)]
+    assert len(errs) == 4 and max(errs) <= 1e-12, out
+
+
+def test_syncbatchnorm_equals_batchnorm_over_the_whole_batch():
+    rc, out, _ = mpirun("tests/mpi/syncbatchnorm.py")
+    assert rc == 0, out
+    assert out.count("OK syncbatchnorm rank") == 2, out
+
+
+def test_plain_pytorch_ddp_script_runs_on_varlens(tmp_path):
+    rc, out, _ = mpirun("tests/programs/run_as.py", "varlens", "tests/programs/ddp_train.py", str(tmp_path))
+    assert rc == 0, out
+    assert out.count("epoch ") == 4 and "final loss" in out, out  # rank 0 alone logs
+    assert (tmp_path / "model.pt").exists()
+    state = varlens.load(str(tmp_path / "model.pt"))
+    assert sorted(state) == ["0.bias", "0.weight", "2.bias", "2.weight"]  # model.module's keys: no 'module.'
+
+
+def _failure_job(mode, runner):
+    rc, out, secs = mpirun("tests/mpi/failure.py", mode, runner=runner, timeout=60)
+    assert rc != 0, out
+    assert "finished: the failure went unnoticed" not in out, out
+    return out, secs
+
+
+def test_killed_rank_ends_the_job_and_is_named():
+    out, secs = _failure_job("kill", runner=True)
+    assert "rank 1 (pid" in out and "killed by signal 9" in out, out
+    # rank 1 dies right after the first allreduce; startup takes a few seconds under load
+    assert secs < KILL_BOUND_S + 15, (secs, out)
+
+
+def test_raising_rank_aborts_every_rank_with_its_name():
+    out, secs = _failure_job("raise", runner=False)
+    assert "rank 1 of 2 failed with ValueError: a deliberate failure on rank 1" in out, out
+    assert secs < KILL_BOUND_S + 15, (secs, out)
+
+
+def test_silent_rank_trips_the_collective_timeout():
+    out, secs = _failure_job("hang", runner=False)
+    assert "all_reduce on rank 0 did not complete within the timeout of 2 s" in out, out
+    assert secs < KILL_BOUND_S + 15, (secs, out)  # rank 1 would sleep 60 s: the timeout ended it
+
+
+# ---------------------------------------------------------------- one process, no MPI launch
+def test_api_before_init_is_clear():
+    assert dist.is_available() and not dist.is_initialized()
+    with pytest.raises(ValueError, match="has not been initialized"):
+        dist.get_rank()
+    with pytest.raises(ValueError, match="has not been initialized"):
+        dist.all_reduce(varlens.ones(2))
+    with pytest.raises(ValueError, match="unknown backend 'tcp'"):
+        dist.init_process_group("tcp")
+    with pytest.raises(TypeError, match="timeout must be a datetime.timedelta"):
+        dist.init_process_group("mpi", timeout="1s")
+    assert dist.ReduceOp.SUM is not dist.ReduceOp.AVG
+
+
+def test_missing_mpi4py_is_named_by_init_process_group():
+    code = ("import sys; sys.modules['mpi4py'] = None\n"
+            "import varlens.distributed as d\n"
+            "assert not d.is_mpi_available()\n"
+            "try:\n    d.init_process_group()\n"
+            "except RuntimeError as e:\n    print('ERR', e)\n")
+    p = subprocess.run([sys.executable, "-c", code], env=_env(), cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert "ERR varlens.distributed needs MPI through mpi4py: `pip install mpi4py mpich`" in p.stdout, p.stdout + p.stderr
+
+
+def test_single_process_group_and_env_check():
+    # no launcher: MPI's singleton start, a world of one; torchrun's variables must agree with it
+    code = ("import varlens, varlens.distributed as d\n"
+            "d.init_process_group('gloo')\n"
+            "t = varlens.tensor([1., 2.]); d.all_reduce(t, op=d.ReduceOp.AVG)\n"
+            "print('WORLD', d.get_rank(), d.get_world_size(), d.get_backend(), t.tolist())\n")
+    p = subprocess.run([sys.executable, "-c", code], env=_env(), cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert "WORLD 0 1 mpi [1.0, 2.0]" in p.stdout, p.stdout + p.stderr
+    env = dict(_env(), RANK="1", WORLD_SIZE="2")
+    p = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert "environment variable RANK is 1 but the MPI launcher started this process as rank 0 of 1" in p.stderr, \
+        p.stdout + p.stderr
+
+
+def test_data_parallel_is_a_passthrough_with_module_prefix():
+    net = varlens.nn.Linear(3, 2)
+    dp = varlens.nn.DataParallel(net)
+    x = varlens.randn(4, 3)
+    assert dp.module is net
+    assert varlens.equal(dp(x), net(x))
+    assert sorted(dp.state_dict()) == ["module.bias", "module.weight"]
+    with pytest.raises(TypeError, match="must be an nn.Module"):
+        varlens.nn.DataParallel(lambda x: x)
+
+
+def test_distributed_sampler_partition_matches_torch():
+    import torch
+    ds = list(range(11))
+    for drop_last in (False, True):
+        for rank in range(3):
+            v = varlens.utils.data.DistributedSampler(ds, num_replicas=3, rank=rank, shuffle=False,
+                                                      drop_last=drop_last)
+            t = torch.utils.data.DistributedSampler(ds, num_replicas=3, rank=rank, shuffle=False,
+                                                    drop_last=drop_last)
+            assert list(v) == list(t) and len(v) == len(t)
+    s = varlens.utils.data.DistributedSampler(ds, num_replicas=2, rank=0, seed=3)
+    first = list(s)
+    s.set_epoch(1)
+    assert list(s) != first and sorted(s) == sorted(first)  # a new epoch, a new order of the same shard size
+    both = sorted(list(varlens.utils.data.DistributedSampler(ds, num_replicas=2, rank=0, seed=3))
+                  + list(varlens.utils.data.DistributedSampler(ds, num_replicas=2, rank=1, seed=3)))
+    assert set(both) == set(ds) and len(both) == 12  # every index, plus one padded repeat
+    with pytest.raises(ValueError, match="Invalid rank 3"):
+        varlens.utils.data.DistributedSampler(ds, num_replicas=3, rank=3)

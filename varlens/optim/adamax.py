@@ -1,0 +1,55 @@
+"""Adamax, as torch.optim.Adamax.
+
+It follows PyTorch's single-tensor update (its argument names, defaults, state keys and
+order of floating-point operations), so float64 trajectories agree with ``torch.optim`` to
+rounding (tests/test_optim_more.py runs 50 steps of each, with a save/load half-way).  As
+in the rest of varlens.optim the updates run in place on the raw arrays, outside the graph,
+and bump each parameter's version counter.
+
+With g the gradient at step t (after ``maximize`` flips its sign and coupled
+``weight_decay`` adds ``wd * p``), m and v Adam's running averages (seed 004 §B.1.4):
+
+* Adamax (Kingma & Ba 2015, §7.1): Adam with the L2 norm of the second moment replaced by
+  an infinity norm, ``u <- max(beta2 u, |g| + eps)``, ``p -= lr / (1 - beta1^t) * m / u``.
+
+``foreach``, ``capturable`` and ``fused`` are accepted and ignored (one NumPy code path);
+``differentiable=True`` is refused, as in the other varlens optimisers.
+"""
+from __future__ import annotations
+
+from varlens.core import array as B
+from varlens.optim._single_tensor import _AdamFamily, _betas, _grad
+from varlens.optim.optimizer import _lerp_, _no_differentiable
+
+
+class Adamax(_AdamFamily):
+    """Adamax (PyTorch's defaults: lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0)."""
+
+    _state_keys = ("exp_avg", "exp_inf")
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 foreach=None, *, maximize=False, differentiable=False, capturable=False):
+        _no_differentiable("Adamax", differentiable)
+        defaults = dict(lr=lr, betas=_betas(betas), eps=eps, weight_decay=weight_decay,
+                        foreach=foreach, maximize=maximize, differentiable=differentiable,
+                        capturable=capturable)
+        super().__init__(params, defaults)
+
+    def step(self, closure=None):
+        loss = self._closure(closure)
+        xp = B.xp
+        for group in self.param_groups:
+            lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+            wd, maximize = group["weight_decay"], group["maximize"]
+            for p, st, t in self._params_with_grad(group):
+                g = _grad(p, maximize, wd)
+                m = _lerp_(st["exp_avg"]._data, g, 1 - beta1)
+                u = st["exp_inf"]._data
+                u *= beta2
+                a = xp.abs(g)
+                a += eps
+                xp.maximum(u, a, out=u)
+                clr = lr / (1 - beta1 ** t)
+                p._data += (-clr) * (m / u)
+                p._version[0] += 1
+        return loss

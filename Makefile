@@ -44,7 +44,18 @@ $(FASHION):
 	cp data/.deb/root/usr/share/datasets/fashion-mnist/*-ubyte.gz data/fashion-mnist/
 	rm -rf data/.deb
 
-test: $(TEST_STAMP)
+# Debian packages the tests use: Graphviz's dot (varlens.viz.draw_graph) and Chromium with its
+# driver (the explain page is stepped through in headless Chromium). Installed as root when missing.
+SYSDEPS := $(VENV)/.installed-sysdeps
+$(SYSDEPS): | $(BIN)/python
+	@if command -v dot >/dev/null && command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz chromium chromium-driver >/dev/null; \
+	else echo "make test needs Debian's graphviz, chromium and chromium-driver: run it as root once, or" \
+	  "sudo apt-get install graphviz chromium chromium-driver"; exit 1; fi
+	touch $@
+
+test: $(TEST_STAMP) $(SYSDEPS)
 	$(BIN)/python -m pytest
 
 # every benchmark against PyTorch in the same run.  bench_autograd, bench_fused, bench_train

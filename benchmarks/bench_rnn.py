@@ -111,7 +111,8 @@ def layer_steps(kind, onednn=True):
 
 def charlm_steps():
     from varlens.datasets.text import CharVocab, load_kjv
-    from varlens.models.char_rnn import CharRNN, detach_state, iterate_chunks, make_streams
+    from varlens.models.char_rnn import CharRNN
+    from varlens.text.char_lm import detach_state, iterate_chunks, make_streams
     from varlens.nn import functional as F
     from varlens.nn.utils import clip_grad_norm_
     text = load_kjv()[:400_000]

@@ -17,8 +17,9 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import torch  # noqa: E402
 
 import varlens as vl  # noqa: E402
-from varlens.models.char_rnn import (CharRNN, evaluate_bpc, iterate_chunks, load_english, make_streams,
-                                     split_text, train_char_lm)  # noqa: E402
+from varlens.models.char_rnn import CharRNN  # noqa: E402
+from varlens.text.char_lm import (evaluate_bpc, iterate_chunks, load_english, make_streams, split_text,  # noqa: E402
+                                  train_char_lm)
 
 
 class TorchCharRNN(torch.nn.Module):

@@ -29,7 +29,7 @@ torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 import varlens as vl  # noqa: E402
 from varlens.datasets.text import CharVocab  # noqa: E402
-from varlens.models.char_rnn import load_english, split_text, train_char_lm  # noqa: E402
+from varlens.text.char_lm import load_english, split_text, train_char_lm  # noqa: E402
 from varlens.models.gpt import GPT, GPTConfig  # noqa: E402
 
 

@@ -105,7 +105,7 @@ def test_autocast_and_gradscaler_pass_through():
 def test_gradscaler_skips_step_on_inf_and_backs_off():
     w = vl.tensor([1.0], requires_grad=True)
     opt = vl.optim.SGD([w], lr=1.0)
-    s = vl.amp.GradScaler(init_scale=8.0)
+    s = vl.amp.GradScaler("cpu", init_scale=8.0)
     (w * float("inf")).sum().backward()
     s.step(opt)
     s.update()

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import varlens as vl
-from varlens.models.bert import (BERT, CLS, MASK, PAD, CharVocabBERT, mask_tokens,
-                                 shuffled_verse_task)
+from varlens.models.bert import BERT, CLS, MASK, PAD
+from varlens.text.mlm import CharVocabBERT, mask_tokens, shuffled_verse_task
 
 
 def test_masking_proportions_15_percent_then_80_10_10():
@@ -79,7 +79,7 @@ def test_shuffled_verse_task_is_balanced_and_keeps_the_words():
 def test_mlm_pretraining_learns_a_predictable_corpus():
     """Lines count upwards (c, c+1, c+2, ...): a masked token is fixed by its neighbours, so
     the MLM loss must fall far below log V."""
-    from varlens.models.bert import pretrain_mlm
+    from varlens.text.mlm import pretrain_mlm
     alpha = "abcdefghijklmnop"
     lines = [alpha[i:] + alpha[:i] for i in range(len(alpha))]
     vocab = CharVocabBERT("".join(alpha))

@@ -68,7 +68,7 @@ def test_lstm_hidden_matches_the_gpt_parameter_count():
 
 
 def test_transformer_seq2seq_learns_to_reverse_strings():
-    from varlens.models.transformer_seq2seq import train_transformer_seq2seq
+    from varlens.text.translation import train_transformer_seq2seq
     from varlens.text.tasks import reverse_pairs
     pairs = reverse_pairs(1700, min_len=3, max_len=5, alphabet="abcdefgh", seed=0)
     r = train_transformer_seq2seq(pairs[:1500], pairs[1500:], d_model=32, nhead=2, layers=1,

@@ -437,10 +437,14 @@ def test_random_methods_shapes_and_ranges():
     assert vl.asarray([1, 2]).dtype == vl.int64 and vl.scalar_tensor(2).dtype == vl.float32
 
 
-def test_bfloat16_is_absent_with_a_clear_message():
-    assert not hasattr(vl, "bfloat16")
-    with pytest.raises(AttributeError, match="NumPy has no bfloat16"):
-        vl.bfloat16  # noqa: B018
+def test_bfloat16_exists_as_a_name_and_refuses_use_with_a_clear_message():
+    # nanoGPT builds {'float32': torch.float32, 'bfloat16': torch.bfloat16, ...}: the name must exist
+    table = {"float32": vl.float32, "bfloat16": vl.bfloat16}
+    assert table["bfloat16"] == vl.bfloat16 and vl.bfloat16 != vl.float16 and repr(vl.bfloat16) == "varlens.bfloat16"
+    with pytest.raises(TypeError, match="NumPy has no bfloat16"):
+        vl.ones(2, dtype=vl.bfloat16)
+    with pytest.raises(TypeError, match="NumPy has no bfloat16"):
+        vl.ones(2).to(vl.bfloat16)
     with pytest.raises(RuntimeError, match="bfloat16 is not supported"):
         vl.ones(2).bfloat16()
 

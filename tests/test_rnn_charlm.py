@@ -8,8 +8,8 @@ import pytest
 
 import varlens as vl
 from varlens import nn
-from varlens.models.char_rnn import (CharRNN, detach_state, evaluate_bpc, iterate_chunks, load_english,
-                                     make_streams, train_char_lm)
+from varlens.models.char_rnn import CharRNN
+from varlens.text.char_lm import detach_state, evaluate_bpc, iterate_chunks, load_english, make_streams, train_char_lm
 from varlens.text.visualize import input_gradient_norms, neuron_html
 
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from varlens.models.scaling import fit_power_law, non_embedding_params, plot_scaling, power_law
+from varlens.text.scaling import fit_power_law, non_embedding_params, plot_scaling, power_law
 
 
 def test_exact_power_law_is_recovered():

@@ -5,8 +5,8 @@ import torch
 
 import varlens as vl
 from varlens.autograd import gradcheck
-from varlens.models.seq2seq import (BahdanauAttention, Seq2Seq, evaluate, make_batch, sequence_loss,
-                                    sequence_nll, train_seq2seq, translate)
+from varlens.models.seq2seq import BahdanauAttention, Seq2Seq
+from varlens.text.translation import evaluate, make_batch, sequence_loss, sequence_nll, train_seq2seq, translate
 from varlens.text import CharSeqVocab, beam_search, greedy_decode, reverse_pairs
 from varlens.text.visualize import attention_heatmap
 

@@ -5,7 +5,8 @@ import pytest
 
 import varlens as vl
 from varlens import nn
-from varlens.models.vit import (ViT, attention_rollout, mean_attention_distance, plot_attention)
+from varlens.models.vit import ViT
+from varlens.vision.attention_maps import attention_rollout, mean_attention_distance, plot_attention
 
 
 def test_patchify_cuts_row_major_patches():

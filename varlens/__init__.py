@@ -14,6 +14,8 @@ from varlens.core.array import get_num_threads, set_num_threads
 from varlens.core.dtypes import (bool_, double, float, float16, float32, float64, get_default_dtype,
                                  half, int, int8, int16, int32, int64, long, set_default_dtype,
                                  short, uint8)
+from varlens.core import dtypes as _dtypes  # noqa: E402
+globals().update({_k: getattr(_dtypes, _k) for _k in _dtypes.UNSUPPORTED_DTYPES})  # bfloat16...: names that refuse use
 from varlens.core.tensor import Size, Tensor, device, tensor
 from varlens import ops
 from varlens.ops import *  # noqa: F401,F403  (varlens.exp, varlens.cat, ...)
@@ -92,9 +94,6 @@ _LAZY = ("datasets", "train", "lens", "theory", "models", "info", "stats", "text
 
 def __getattr__(name):
     """Import the heavier subpackages (varlens.datasets, varlens.lens, ...) on first use."""
-    if name == "bfloat16":
-        raise AttributeError("varlens has no bfloat16: NumPy has no bfloat16 dtype (use varlens.float32, "
-                             "or varlens.float16 for half precision)")
     if name in _LAZY:
         import importlib
         return importlib.import_module(f"varlens.{name}")

@@ -59,8 +59,17 @@ def custom_bwd(bwd=None, *, device_type="cpu"):
 class GradScaler:
     """Loss scaling with torch's interface; see the module docstring."""
 
-    def __init__(self, device="cpu", init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
+    def __init__(self, device="cuda", init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
                  growth_interval=2000, enabled=True):
+        dev = str(getattr(device, "type", device))
+        if enabled and dev != "cpu":
+            # torch's default device is 'cuda'; with no such device torch disables the scaler
+            # with a UserWarning, and so does varlens (which has no CUDA device at all)
+            import warnings
+            warnings.warn(f"GradScaler is enabled for device {dev!r}, but that device is not available "
+                          "(varlens computes on the CPU). Disabling.", UserWarning, stacklevel=2)
+            enabled = False
+        self.device = dev
         if growth_factor <= 1.0:
             raise ValueError(f"GradScaler: growth_factor must be > 1, got {growth_factor}")
         if not 0.0 < backoff_factor < 1.0:

@@ -23,6 +23,8 @@ def _dt(dtype, where):
     if isinstance(dtype, str):
         raise TypeError(f"{where}(): argument 'dtype' must be torch.dtype, not str ({dtype!r}; write "
                         f"varlens.{dtype.rsplit('.', 1)[-1]})")
+    if isinstance(dtype, DT.UnsupportedDtype):
+        return DT.to_dtype(dtype)   # a torch dtype NumPy lacks: its TypeError says why
     try:
         return DT.to_dtype(dtype)
     except TypeError:

@@ -416,6 +416,11 @@ class _Unpacker:
             raise self.bad(f"a view must be [offset, shape, strides] of ints, got {str(v)[:80]}")
         off, shape, strides = v
         item, nbytes = base.itemsize, base.nbytes
+        extent = item
+        for n in shape:
+            extent *= max(n, 1)
+        if extent >= 2 ** 62:
+            raise self.bad(f"view shape {shape} is too large")
         if off % item or any(s % item for s in strides):
             raise self.bad(f"view offset {off} / strides {strides} are not multiples of the item size {item}")
         if 0 in shape:
@@ -805,9 +810,12 @@ def _npy(data, name, bad, as_bytes=False):
     if not (isinstance(shape, tuple) and len(shape) <= MAX_NDIM
             and all(type(n) is int and n >= 0 for n in shape)):
         raise bad(f"entry {name}: shape {str(shape)[:80]} is not a tuple of at most {MAX_NDIM} non-negative ints")
-    count = 1
+    count, extent = 1, dt.itemsize
     for n in shape:
         count *= n
+        extent *= max(n, 1)
+    if extent >= 2 ** 62:        # NumPy refuses such shapes even with no elements
+        raise bad(f"entry {name}: shape {shape} is too large")
     present = len(data) - start - hlen
     if count * dt.itemsize != present:
         raise bad(f"entry {name} declares shape {shape} of {dt} ({count * dt.itemsize} bytes) but holds "

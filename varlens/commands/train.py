@@ -128,18 +128,21 @@ def train(cfg, out, resume=None, checkpoint_every=None, quiet=False, progress=No
     from varlens.train.recipes import build_run
     from varlens.commands.stored_config import validate_config
     from varlens.train.trainer import Trainer
+    from varlens.train import distributed as tdist
     validate_config(cfg)
-    resume = run_folder.prepare(out, resume, overwrite, quiet)
+    resume = tdist.on_main_then_shared(run_folder.prepare, out, resume, overwrite, quiet)  # mpiexec: rank 0 decides
     model, opt, sched, loss_fn, (train_dl, val_dl, test_dl), st = build_run(cfg)
+    model, train_dl = tdist.wrap(model, train_dl, int(cfg["seed"]) + 1)  # DDP + DistributedSampler when N > 1
     trainer = Trainer(model, opt, loss_fn, scheduler=sched, grad_clip=cfg.get("grad_clip"),
                       accumulate=int(cfg.get("accumulate") or 1), early_stopping=cfg.get("early_stopping"),
                       restore_best=val_dl is not None, out_dir=out, checkpoint_every=checkpoint_every,
                       progress=progress, quiet=quiet, config=cfg,
                       extra_state={"standardizer": st.state_dict()})
-    with run_folder.writes_checked(out, cfg):
-        os.makedirs(out, exist_ok=True)
-        with open(os.path.join(out, "config.json"), "w") as f:
-            json.dump(cfg, f, indent=1)
+    if tdist.is_main():
+        with run_folder.writes_checked(out, cfg):
+            os.makedirs(out, exist_ok=True)
+            with open(os.path.join(out, "config.json"), "w") as f:
+                json.dump(cfg, f, indent=1)
     if resume and not quiet:
         print(f"resuming from {resume}", flush=True)
     t0 = time.perf_counter()
@@ -151,9 +154,10 @@ def train(cfg, out, resume=None, checkpoint_every=None, quiet=False, progress=No
                "train_time_s": round(elapsed, 2), "test_loss": test.get("loss"),
                "test_acc": test.get("accuracy"), "stop_reason": trainer.stop_reason,
                "checkpoint": trainer.last_checkpoint}
-    with run_folder.writes_checked(out, cfg):
-        with open(os.path.join(out, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=1)
+    if tdist.is_main():
+        with run_folder.writes_checked(out, cfg):
+            with open(os.path.join(out, "summary.json"), "w") as f:
+                json.dump(summary, f, indent=1)
     return trainer, summary
 
 
@@ -177,6 +181,10 @@ def run(args):
         from varlens.train.recipes import unknown
         print(f"varlens train: error: {unknown('recipe', args.recipe, list(RECIPES))}", file=sys.stderr)
         return 2
+    from varlens.train import distributed as tdist
+    tdist.init_from_launcher()  # under mpiexec -n N: join the group; only rank 0 prints
+    main = tdist.is_main()
+    args.quiet = args.quiet or not main
     try:
         cfg = config_from_args(args)
         out = args.out or os.path.join("runs", args.recipe)
@@ -192,6 +200,8 @@ def run(args):
     except (WriteFailedError, FloatingPointError) as e:   # full disk; NaN loss or gradients
         print(f"varlens train: error: {e}", file=sys.stderr)
         return 1
+    if not main:
+        return 0
     if s["test_acc"] is not None:
         print(f"test accuracy {100 * s['test_acc']:.2f}%  (test loss {s['test_loss']:.4f}, "
               f"{s['epochs_run']} epochs, {s['train_time_s']:.1f} s)")

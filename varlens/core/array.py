@@ -64,11 +64,19 @@ def matmul(a, b):
     if b.ndim == 2 and a.ndim > 2:
         k = a.shape[-1]
         return np.matmul(a.reshape(-1, k), b).reshape(a.shape[:-1] + (b.shape[1],))
-    if a.ndim > 2 and not a.flags.c_contiguous:
+    if a.ndim > 2 and not a.flags.c_contiguous and not _blasable(a):
         a = np.ascontiguousarray(a)
-    if b.ndim > 2 and not b.flags.c_contiguous:
+    if b.ndim > 2 and not b.flags.c_contiguous and not _blasable(b):
         b = np.ascontiguousarray(b)
     return np.matmul(a, b)
+
+
+def _blasable(a):
+    """The stacked matrices have a unit stride along one of their two axes (a transposed or
+    row-strided view, e.g. attention's heads split from a fused QKV): NumPy hands each to
+    BLAS with a transpose flag or leading dimension, faster than copying the stack first."""
+    st, it = a.strides, a.itemsize
+    return (st[-1] == it and st[-2] >= it * a.shape[-1]) or (st[-2] == it and st[-1] >= it * a.shape[-2])
 
 
 _thread_limit = [None]

@@ -24,6 +24,41 @@ uint8 = np.dtype("uint8")
 bool_ = np.dtype("bool")
 
 half, float, double = float16, float32, float64  # noqa: A001  (PyTorch aliases)
+
+
+class UnsupportedDtype:
+    """A PyTorch dtype that NumPy cannot hold (bfloat16, float8, quantised types).  The name
+    exists, so that code building tables such as ``{'bfloat16': torch.bfloat16, ...}`` or
+    comparing ``dtype == torch.bfloat16`` runs; using it to make or convert an array raises a
+    TypeError naming the dtype and why (NumPy reads the ``dtype`` attribute, which refuses)."""
+
+    def __init__(self, name, itemsize, is_floating_point, why):
+        self._name, self.itemsize, self.is_floating_point, self._why = name, itemsize, is_floating_point, why
+        self.is_complex, self.is_signed = False, is_floating_point
+
+    @property
+    def dtype(self):
+        raise TypeError(f"varlens.{self._name} is not supported: {self._why}")
+
+    def __repr__(self):
+        return f"varlens.{self._name}"
+
+
+_NO_BF16 = "NumPy has no bfloat16 type (use varlens.float32, or varlens.float16 for half precision)"
+_NO_F8 = "NumPy has no 8-bit float types (use varlens.float16 or varlens.float32)"
+_NO_Q = "varlens has no quantised tensors"
+bfloat16 = UnsupportedDtype("bfloat16", 2, True, _NO_BF16)
+complex32 = chalf = UnsupportedDtype("complex32", 4, False, "NumPy has no complex32 type (use complex64)")
+float8_e4m3fn = UnsupportedDtype("float8_e4m3fn", 1, True, _NO_F8)
+float8_e4m3fnuz = UnsupportedDtype("float8_e4m3fnuz", 1, True, _NO_F8)
+float8_e5m2 = UnsupportedDtype("float8_e5m2", 1, True, _NO_F8)
+float8_e5m2fnuz = UnsupportedDtype("float8_e5m2fnuz", 1, True, _NO_F8)
+float8_e8m0fnu = UnsupportedDtype("float8_e8m0fnu", 1, True, _NO_F8)
+qint8 = UnsupportedDtype("qint8", 1, False, _NO_Q)
+quint8 = UnsupportedDtype("quint8", 1, False, _NO_Q)
+qint32 = UnsupportedDtype("qint32", 4, False, _NO_Q)
+UNSUPPORTED_DTYPES = ("bfloat16", "complex32", "chalf", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
+                      "float8_e5m2fnuz", "float8_e8m0fnu", "qint8", "quint8", "qint32")
 short, int, long = int16, int32, int64  # noqa: A001
 
 _default_float = [float32]
@@ -47,6 +82,8 @@ def to_dtype(dtype):
         return None
     if isinstance(dtype, np.dtype):
         return dtype
+    if isinstance(dtype, UnsupportedDtype):
+        return dtype.dtype   # raises the TypeError that says why
     try:
         return np.dtype(dtype)
     except TypeError:

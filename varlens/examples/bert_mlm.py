@@ -14,8 +14,8 @@ import time
 def run(steps=800, n_train=3000, n_test=1000, epochs=3, seq_len=24, seed=0, log=print):
     import varlens as vl
     from varlens.datasets import load_kjv
-    from varlens.models.bert import (BERT, WordVocabBERT, corpus_lines, finetune, pretrain_mlm,
-                                     shuffled_verse_task)
+    from varlens.models.bert import BERT
+    from varlens.text.mlm import WordVocabBERT, corpus_lines, finetune, pretrain_mlm, shuffled_verse_task
     text = load_kjv()
     # word tokens (seen >= 3 times); clauses of 6 to seq_len - 1 words
     lines = [s for s in corpus_lines(text, min_words=6) if len(s.split()) <= seq_len - 1]

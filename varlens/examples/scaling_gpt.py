@@ -11,7 +11,7 @@ import os
 
 
 def main(argv=None):
-    from varlens.models.scaling import fit_power_law, plot_scaling, run_scaling
+    from varlens.text.scaling import fit_power_law, plot_scaling, run_scaling
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=500)
     ap.add_argument("--widths", default="16,24,32,48,64")

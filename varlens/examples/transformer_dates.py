@@ -10,7 +10,7 @@ import argparse
 
 
 def run(epochs=3, lr=2e-3, rnn=False, seed=0, log=print):
-    from varlens.models.transformer_seq2seq import train_transformer_seq2seq
+    from varlens.text.translation import train_transformer_seq2seq
     from varlens.text.tasks import date_pairs
     pairs = date_pairs(6000, seed=seed)
     train, test = pairs[:5000], pairs[5000:]
@@ -25,7 +25,7 @@ def run(epochs=3, lr=2e-3, rnn=False, seed=0, log=print):
     for s, t, p in wrong:
         log(f"   {s!r} -> {p!r} (want {t!r})")
     if rnn:
-        from varlens.models.seq2seq import train_seq2seq
+        from varlens.text.translation import train_seq2seq
         q = train_seq2seq(train, test, attention=True, epochs=epochs, seed=seed)
         n = sum(p.numel() for p in q["model"].parameters())
         out["rnn_attention"] = {"params": n, "steps": q["steps"], "seconds": q["seconds"],

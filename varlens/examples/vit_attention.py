@@ -15,7 +15,7 @@ import numpy as np
 
 def main(argv=None):
     from varlens.datasets import FASHION_CLASSES
-    from varlens.models.vit import plot_attention
+    from varlens.vision.attention_maps import plot_attention
     from varlens.train import checkpoint as ckpt
     from varlens.train.recipes import build_run
     from varlens.train.trainer import latest_checkpoint

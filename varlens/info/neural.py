@@ -237,11 +237,12 @@ def train_lstm(data, hidden_size=256, embed_dim=64, num_layers=1, seq_len=100, b
     given.  Returns a dict: model, vocab (bytes), steps, chars, cpu_seconds, wall_seconds,
     train_bpc (mean of the last 50 steps), sha256 (if saved)."""
     import varlens as vl
-    from varlens.models.char_rnn import CharRNN, detach_state, iterate_chunks, make_streams
+    from varlens.models.char_rnn import CharRNN
+    from varlens.text.char_lm import detach_state, iterate_chunks, make_streams
     from varlens.nn import functional as F
-    from varlens.nn.utils import clip_grad_norm_
     from varlens.optim import Adam
     from varlens.core.tensor import Tensor
+    from varlens.train.loop import train_loop
     data = bytes(data)
     if len(data) < 2 * batch_size * (seq_len + 1):
         raise ValueError(f"data: expected at least {2 * batch_size * (seq_len + 1)} bytes for batch_size="
@@ -265,36 +266,40 @@ def train_lstm(data, hidden_size=256, embed_dim=64, num_layers=1, seq_len=100, b
              "train_bpc_last50": float(np.mean(hist[-50:]) / math.log(2)) if hist else None}
         return save_checkpoint(checkpoint, model, vocab, m)
 
-    model.train()
-    done = False
-    with single_blas_thread():
+    carried = {"state": None}
+
+    def chunks():
+        """The chunks of each epoch until the CPU budget or max_steps is spent; ``frac`` (the
+        spent fraction) sets the cosine learning rate of the step that follows."""
         for _ in range(epochs):
-            state = None
+            carried["state"] = None
             for x, y in iterate_chunks(streams, seq_len):
-                used = time.process_time() - c0
-                frac = max(used / budget, step / max_steps if max_steps else 0.0)
-                if frac >= 1.0:
-                    done = True
-                    break
-                opt.param_groups[0]["lr"] = lr * 0.5 * (1 + math.cos(math.pi * frac))
-                state = detach_state(state)
-                logits, state = model(Tensor._make(x), state)
-                loss = F.cross_entropy(logits.reshape(-1, len(vocab)), Tensor._make(y.reshape(-1)))
-                opt.zero_grad()
-                loss.backward()
-                if clip:
-                    clip_grad_norm_(model.parameters(), clip)
-                opt.step()
-                hist.append(float(loss.item()))
-                chars += y.size
-                step += 1
-                if log and log_every and step % log_every == 0:
-                    log(f"step {step}: {np.mean(hist[-log_every:]) / math.log(2):.3f} bpc (train), "
-                        f"{chars} chars, cpu {used:.0f} s, wall {time.perf_counter() - t0:.0f} s")
-                if checkpoint and save_every and step % save_every == 0:
-                    save()
-            if done:
-                break
+                carried["used"] = time.process_time() - c0
+                carried["frac"] = max(carried["used"] / budget, step / max_steps if max_steps else 0.0)
+                if carried["frac"] >= 1.0:
+                    return
+                yield x, y
+
+    def chunk_loss(chunk):
+        nonlocal chars
+        x, y = chunk
+        logits, carried["state"] = model(Tensor._make(x), detach_state(carried["state"]))
+        chars += y.size
+        return F.cross_entropy(logits.reshape(-1, len(vocab)), Tensor._make(y.reshape(-1)))
+
+    def after_step(n, loss):
+        nonlocal step
+        hist.append(loss)
+        step = n
+        if log and log_every and step % log_every == 0:
+            log(f"step {step}: {np.mean(hist[-log_every:]) / math.log(2):.3f} bpc (train), "
+                f"{chars} chars, cpu {carried['used']:.0f} s, wall {time.perf_counter() - t0:.0f} s")
+        if checkpoint and save_every and step % save_every == 0:
+            save()
+
+    with single_blas_thread():
+        train_loop(model, chunk_loss, chunks(), opt, clip_grad_norm=clip,
+                   lr_at=lambda _: lr * 0.5 * (1 + math.cos(math.pi * carried["frac"])), on_step=after_step)
     if checkpoint:
         digest = save()
     return {"model": model, "vocab": vocab, "steps": step, "chars": chars,

@@ -179,22 +179,16 @@ def _run_recipe(args):
     from varlens.train import recipes
     state, st = None, None
     if args.checkpoint:
+        from varlens.commands.eval import load_run_checkpoint, restore_weights
         from varlens.train import checkpoint as ckpt
-        from varlens.train.trainer import latest_checkpoint
         path = args.checkpoint
-        if os.path.isdir(path):
-            found = latest_checkpoint(path)
-            if found is None:
-                print(f"varlens lens: no checkpoint in {os.path.join(path, 'checkpoints')}", file=sys.stderr)
-                return 2
-            path = found
         if not os.path.exists(path):
             print(f"varlens lens: --checkpoint {path!r} does not exist", file=sys.stderr)
             return 2
-        s = ckpt.load(path)
-        cfg = s.get("config") or {}
-        if "dataset" not in cfg:
-            print(f"varlens lens: {path!r} holds no recipe config; its model cannot be rebuilt", file=sys.stderr)
+        try:   # checked before anything is built: a valid file, a valid stored config
+            path, s, cfg = load_run_checkpoint(path, "varlens lens")
+        except (ckpt.CheckpointError, FileNotFoundError, ValueError) as e:
+            print(f"varlens lens: {e}", file=sys.stderr)
             return 2
         st = (s.get("extra") or {}).get("standardizer")
         state = s["model"]
@@ -208,7 +202,11 @@ def _run_recipe(args):
         label = f"recipe {args.recipe} at initialisation"
     model, _, _, loss_fn, (train, _, _), _ = recipes.build_run(cfg, standardizer_state=st)
     if state is not None:
-        model.load_state_dict(state)
+        try:
+            restore_weights(model, state, path)
+        except ckpt.CheckpointError as e:
+            print(f"varlens lens: {e}", file=sys.stderr)
+            return 2
     model.train()
     lens = Lens(model, weight_every=1)
     try:

@@ -117,6 +117,11 @@ def _fmeans(rec, x=None, meas=None):
     return fm
 
 
+def _profile(rec):
+    p = rec.params
+    return p["in_profile_sum"] / p["in_profile_n"] if p.get("in_profile_n") else None
+
+
 def _conv_cfg(rec):
     """(stride, pads, dilation, groups, in_shape) of a conv record (module or op), or None."""
     p = rec.params
@@ -173,6 +178,8 @@ def _forward_rule(rec, ins, lens, chain=False, meas_ins=None):
     None where unknown).  The note says why there is no rule when the Moments are None."""
     t = rec.kind
     x = ins[0] if ins else None
+    if rec.level == "module" and rec.inputs and rec.inputs[0].n and not math.isfinite(rec.inputs[0].q):
+        return None, "no rule: the input is not finite (NaN/Inf)"
     if rec.level == "module":
         m = rec.module
         if t in LINEAR_LIKE and rec.param("weight") is not None and x is not None:
@@ -182,7 +189,8 @@ def _forward_rule(rec, ins, lens, chain=False, meas_ins=None):
                 cfg = _conv_cfg(rec)
                 if cfg is not None:
                     st, pads, dl, _, in_shape = cfg
-                    return rules.conv_forward(x, W, b, in_shape, st, pads, dl, channel_means=fm), None
+                    return rules.conv_forward(x, W, b, in_shape, st, pads, dl, channel_means=fm,
+                                              profile=_profile(rec)), None
             return rules.linear_forward(x, W, b, feature_means=fm), None
         if t in ACT_NAMES and x is not None:
             name = ACT_NAMES[t]
@@ -208,6 +216,8 @@ def _forward_rule(rec, ins, lens, chain=False, meas_ins=None):
         return None, f"no rule for module {rec.cls} (its computation was not seen at op level)"
     if rec.level == "tap":
         return None, "source" if rec.source else "no rule: a tapped tensor (no op recorded it)"
+    if rec.inputs and any(im.n and not math.isfinite(im.q) for im in rec.inputs):
+        return None, "no rule: an input is not finite (NaN/Inf)"
     return _op_forward(rec, ins, lens, chain, meas_ins)
 
 
@@ -344,7 +354,8 @@ def _op_forward(rec, ins, lens, chain, meas_ins):
         if W is not None and x is not None and p.get("in_shape") is not None:
             return rules.conv_forward(x, W, rec.param("bias"), p["in_shape"], p.get("stride", 1),
                                       p.get("pads", 0), p.get("dilation", 1),
-                                      channel_means=_fmeans(rec, x, meas_ins[0] if meas_ins else None)), None
+                                      channel_means=_fmeans(rec, x, meas_ins[0] if meas_ins else None),
+                                      profile=_profile(rec)), None
         return None, "no rule: conv without a recorded weight"
     if op == "avg_pool" and x is not None:
         k = p.get("kernel_size", 2)
@@ -517,6 +528,21 @@ def _rel_var_units(measured, predicted):
     return float((e @ e) / (n * (n - 1))) / float(u.mean()) ** 2
 
 
+def _logit_kurtosis_term(rec, lens):
+    """Model tolerance of the softmax rule for attention: a logit q.k summed over d products is
+    not Gaussian (excess kurtosis 6/d for Gaussian q, k), which moves E[e^{2z}] by a relative
+    4 v^2/d at logit variance v (the first cumulant beyond the variance); its square is added
+    to the local relative variance."""
+    lg = _companion(lens, rec, "logits")
+    if lg is None:
+        return 0.0
+    rv = _row_var(lg)
+    d = lg.params.get("d")
+    if rv is None or not d:
+        return 0.0
+    return (4.0 * rv * rv / d) ** 2
+
+
 def _forward_units_var(rec, x, lens):
     """The units term of a Linear/conv record's local interval (0 if it does not apply)."""
     src = lens.records.get(rec.source) if rec.source else None
@@ -533,7 +559,8 @@ def _forward_units_var(rec, x, lens):
              rec.params.get("in_shape")))
         if cfg is None or cfg[4] is None:
             return 0.0
-        pred = rules.conv_forward(x, W, b, cfg[4], cfg[0], cfg[1], cfg[2], units=True, channel_means=_fmeans(rec))
+        pred = rules.conv_forward(x, W, b, cfg[4], cfg[0], cfg[1], cfg[2], units=True, channel_means=_fmeans(rec),
+                                  profile=_profile(rec))
     else:
         pred = rules.linear_forward_units(x, W, b, feature_means=_fmeans(rec))
     return _rel_var_units(meas, pred)
@@ -592,8 +619,18 @@ def _edges(recs, lens):
     return out
 
 
+TRUNK_DEPTH = 2
+
+
 def _signal(rec):
-    return rec.kind not in NOT_SIGNAL and rec.level != "tap"
+    """A tensor of the network's trunk: a module output at most TRUNK_DEPTH names deep (the
+    layers of a Sequential, the blocks of a ModuleList, a wrapper's children), not a
+    probability, lookup or loss.  Only these get the exploding/vanishing verdicts: a tensor
+    inside a residual branch is small by design (attention averages its gradient over the
+    tokens; a zero-initialised branch is zero), and the skip path carries the signal."""
+    if rec.level != "module" or rec.kind in NOT_SIGNAL or rec.path == "(model)":
+        return False
+    return rec.path.count(".") + 1 <= TRUNK_DEPTH
 
 
 def compare(lens, modules=None, level="module"):
@@ -633,6 +670,8 @@ def compare(lens, modules=None, level="module"):
         vl = _rel_var_rows(rec.out)
         if local is not None and (rec.kind in LINEAR_LIKE or rec.kind in ("linear", "conv")):
             vl += _forward_units_var(rec, meas_ins[0] if meas_ins else None, lens)
+        if local is not None and rec.kind == "sdpa.softmax":
+            vl += _logit_kurtosis_term(rec, lens)
         rec._local, rec._chain = local, chain
         fw_vloc[rec.key] = vl
         fw_vch[rec.key] = vin + vl if chain is not None else 0.0
@@ -650,7 +689,8 @@ def compare(lens, modules=None, level="module"):
             if rec.grad.n:
                 bw_ch[rec.key] = rec.grad.second_moment
                 bw_vch[rec.key] = 0.0
-            bnotes[rec.key] = "no rule: nothing recorded consumes this tensor (the chain starts here)"
+            bnotes[rec.key] = ("no rule: nothing recorded consumes this tensor (the model's output, or a tensor "
+                               "read outside the model: the backward chain starts here)")
             continue
         loc = ch = 0.0
         ok_loc = ok_ch = True
@@ -687,10 +727,22 @@ def compare(lens, modules=None, level="module"):
                     d[rec.key] = d[src.key]
 
     fwd_ref = next((r.out.second_moment for r in recs if _signal(r) and r.out.n and r.out.second_moment > 0), None)
-    # backward: the squared gradient norm per sample (E[g^2] times the entries per sample), so a
-    # width change (a classifier head, a flatten) is not read as growth or decay
-    bwd_ref = next((_per_sample(r.grad) for r in reversed(recs) if _signal(r) and r.grad.n
-                    and r.grad.second_moment > 0), None)
+    # backward: E[g^2] relative to the next signal tensor (in backward order) of the same size per
+    # sample, multiplied along; a change of size (a classifier head, a pooling, a flatten) carries
+    # the level over unchanged, so it is not read as growth or decay
+    bwd_rel, prev, level_ = {}, None, 1.0
+    for r in reversed(recs):
+        if not (_signal(r) and r.grad.n and r.grad.second_moment > 0 and r.grad.shape is not None):
+            continue
+        size = int(np.prod(r.grad.shape[1:])) if len(r.grad.shape) > 1 else 1
+        if prev is not None and prev[0] == size and prev[1] > 0:
+            level_ *= r.grad.second_moment / prev[1]
+        bwd_rel[r.key] = level_
+        prev = (size, r.grad.second_moment)
+    for r in recs:
+        if r.source is not None and r.source in bwd_rel and r.key not in bwd_rel:
+            bwd_rel[r.key] = bwd_rel[r.source]
+    bwd_ref = bwd_rel
     rows = []
     shown = [r for r in recs if _in_view(r, level, lens)]
     for depth, rec in enumerate(shown):
@@ -704,14 +756,6 @@ def compare(lens, modules=None, level="module"):
             rows.append(_row(rec, depth, "backward", rec.grad, rec._glocal, rec._gchain, bw_vloc.get(rec.key, 0.0),
                              bw_vch.get(rec.key, 0.0), bwd_ref, bnotes.get(rec.key, "")))
     return rows
-
-
-def _per_sample(st):
-    """E[x^2] times the number of entries per leading-dimension row."""
-    if not st.n or st.shape is None:
-        return None
-    per = float(np.prod(st.shape[1:])) if len(st.shape) > 1 else 1.0
-    return st.second_moment * per
 
 
 def _in_view(rec, level, lens):
@@ -759,8 +803,7 @@ def _row(rec, depth, direction, st, pred_l, pred_c, v_loc, v_ch, ref, note):
     if direction == "forward":
         rel = meas / ref if (ref and meas is not None) else None
     else:
-        ps = _per_sample(st)
-        rel = ps / ref if (ref and ps is not None) else None
+        rel = ref.get(rec.key) if meas else (0.0 if meas == 0.0 else None)
     extra = {"mean": st.mean if st.n else None, "var": st.var if st.n else None, "max_abs": st.amax,
              "frac_zero": st.zeros / st.n if st.n else None, "nan": st.nan, "inf": st.inf}
     if direction == "forward":
@@ -797,7 +840,7 @@ def _row(rec, depth, direction, st, pred_l, pred_c, v_loc, v_ch, ref, note):
         verdict = "vanishing"
     elif meas == 0.0 and direction == "backward":
         verdict = "zero-init" if zero_pred else "vanishing"
-    elif lok is False:
+    elif lok is False and not rec.params.get("param_derived"):
         verdict = "drift"
     elif pred_l is None and pred_c is None:
         verdict = "no rule"

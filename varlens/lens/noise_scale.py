@@ -75,15 +75,36 @@ def estimate(grad_fn, n_examples, b_small=8, b_big=128, n_batches=64, seed=0, rn
             v = np.asarray(grad_fn(arg), dtype=np.float64).ravel()
             vals[k] = v @ v
         sq[b] = vals
-    ms, mb = sq[b_small].mean(), sq[b_big].mean()
-    vs, vb = sq[b_small].var(ddof=1) / n_batches, sq[b_big].var(ddof=1) / n_batches
+    return from_squared_norms(sq[b_small], sq[b_big], b_small, b_big)
+
+
+def from_squared_norms(sq_small, sq_big, b_small, b_big, paired=False):
+    """B_simple from squared norms |G_b|^2 of mean gradients over batches of size ``b_small``
+    and |G_B|^2 over batches of size ``b_big`` (one value per batch, at least two of each).
+    The standard error treats the two means as independent, or, with ``paired=True`` (the
+    k-th values come from the same step, as in data-parallel training), uses their sample
+    covariance."""
+    sq_small, sq_big = np.asarray(sq_small, dtype=np.float64), np.asarray(sq_big, dtype=np.float64)
+    if not 0 < b_small < b_big:
+        raise ValueError(f"from_squared_norms: need 0 < b_small < b_big, got b_small={b_small!r}, b_big={b_big!r}")
+    if sq_small.size < 2 or sq_big.size < 2:
+        raise ValueError(f"from_squared_norms: need at least 2 values of each (for a standard error), got "
+                         f"{sq_small.size} and {sq_big.size}")
+    n_batches = int(min(sq_small.size, sq_big.size))
+    ms, mb = sq_small.mean(), sq_big.mean()
+    vs, vb = sq_small.var(ddof=1) / sq_small.size, sq_big.var(ddof=1) / sq_big.size
     g2 = (b_big * mb - b_small * ms) / (b_big - b_small)
     tr = (ms - mb) / (1.0 / b_small - 1.0 / b_big)
     bsimple = tr / g2 if g2 > 0 else float("inf")
-    # delta method: both estimates are linear in (ms, mb), which are independent
+    # delta method: both estimates are linear in (ms, mb), independent unless paired
     a_g = np.array([-b_small, b_big]) / (b_big - b_small)
     a_t = np.array([1.0, -1.0]) / (1.0 / b_small - 1.0 / b_big)
     cov = np.diag([vs, vb])
+    if paired:
+        if sq_small.size != sq_big.size:
+            raise ValueError(f"from_squared_norms: paired=True needs as many small as big values, got "
+                             f"{sq_small.size} and {sq_big.size}")
+        cov = np.cov(np.stack([sq_small, sq_big])) / sq_small.size
     grad = a_t / g2 - tr * a_g / g2 ** 2 if g2 > 0 else np.zeros(2)
     se = float(math.sqrt(max(grad @ cov @ grad, 0.0)))
     return NoiseScale(b_small, b_big, float(g2), float(tr), float(bsimple), se, n_batches)

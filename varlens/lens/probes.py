@@ -137,9 +137,9 @@ def _is_param(t):
     return t._node is None and (t._rg or isinstance(t, _Parameter))
 
 
-def _unit_axis(a):
+def _unit_axis(a, conv):
     """Units of a Linear output are its last axis, of a conv output its channel axis 1."""
-    return 1 if a.ndim >= 3 else a.ndim - 1
+    return 1 if (conv and a.ndim >= 3) else a.ndim - 1
 
 
 class Lens:
@@ -293,13 +293,14 @@ class Lens:
         out = output if type(output) is _Tensor else _first_tensor(output)
         inp = args[0] if args and type(args[0]) is _Tensor else _first_tensor(args)
         src = None
+        bad = False
         if out is not None:
             a = out._data
             hit = self._produced.get(id(a))
             if hit is not None and hit[0] is a:
                 s = self.records[hit[1]]
-                if s.level == "op" and (s.path == name or s.path.startswith(name + ".") or name == "(model)"):
-                    src = s
+                if s.key != key and (s.path == name or s.path.startswith(name + ".") or name == "(model)"):
+                    src = self.records[s.source] if (s.level == "module" and s.source) else s
             if src is not None and rec.source in (None, src.key):
                 rec.source = src.key       # the op that made this output: the same tensor, shared stats
                 rec.out = src.out
@@ -307,17 +308,18 @@ class Lens:
             else:
                 sm = self._summary(a)
                 rec.out.update(a, rec.sat_kind, sm)
-                if sm[5] or sm[6]:
-                    self._check_finite(rec, "forward", sm)
+                bad = sm[5] or sm[6]
                 if self._detail:
                     rec.out.update_numerics(a)
             rec.rows = a.shape[0] if a.ndim else 1
             if rec.params.get("training") is None:
                 rec.params["training"] = bool(getattr(module, "training", True))
             if self._detail and rec.kind in LINEAR_LIKE and a.dtype.kind == "f":
-                rec.add_units(a, _unit_axis(a))
+                rec.add_units(a, _unit_axis(a, rec.kind.startswith("Conv")))
         if inp is not None:              # after the output: its summary may be this input's
             self._note_input(rec, 0, inp._data, module)
+        if bad:
+            self._check_finite(rec, "forward")
         if out is None:
             return
         self._produced[id(a)] = (a, key)
@@ -347,7 +349,7 @@ class Lens:
                     "key": rec.key, "path": rec.path, "op": rec.op, "level": rec.level, "step": self.steps_seen,
                     "nan": st.nan, "inf": st.inf,
                     # forward: were the inputs finite (the op made the NaN/Inf) or did it pass one on?
-                    "inputs_finite": all(math.isfinite(i.q) for i in ins) if direction == "forward" else None,
+                    "inputs_finite": all(math.isfinite(i.sum_q) for i in ins) if direction == "forward" else None,
                     "by": None if direction == "forward" else [c for c in rec.consumers
                                                                if self.records[c].level == "op"] or list(rec.consumers)}
 
@@ -362,9 +364,10 @@ class Lens:
                     rec.producer = prev[1]
             prod = self.records[prev[1]]
             if i == 0 and (rec.kind in MIXING_KINDS):
-                prod.params["feeds_mixing"] = True
+                how = "conv" if (rec.kind == "conv" or rec.kind.startswith("Conv")) else "linear"
+                prod.params["feeds_mixing"] = how
                 if prod.source is not None:
-                    self.records[prod.source].params["feeds_mixing"] = True
+                    self.records[prod.source].params["feeds_mixing"] = how
             if rec.key not in prod.consumers and not self._is_ancestor(rec, prod):
                 prod.consumers.append(rec.key)
         hit = self._summ.get(ida)
@@ -399,8 +402,20 @@ class Lens:
         if a.dtype.kind != "f" or a.ndim < 2:
             return
         x = a if a.dtype.itemsize >= 4 else a.astype(np.float32)
+        with np.errstate(invalid="ignore", over="ignore"):
+            Lens._feature_means_of(rec, x)
+
+    @staticmethod
+    def _feature_means_of(rec, x):
         if rec.kind.startswith("Conv") or rec.kind == "conv":
             fm = x.mean(axis=(0,) + tuple(range(2, x.ndim)), dtype=np.float64)
+            prof = np.einsum("nc...,nc...->...", x, x, dtype=np.float64) / (x.shape[0] * x.shape[1])
+            old = rec.params.get("in_profile_sum")
+            if old is None or old.shape != prof.shape:
+                rec.params["in_profile_sum"], rec.params["in_profile_n"] = prof, 1
+            else:
+                rec.params["in_profile_sum"] = old + prof
+                rec.params["in_profile_n"] += 1
         else:
             fm = x.reshape(-1, x.shape[-1]).mean(axis=0, dtype=np.float64)
         p = rec.params
@@ -451,7 +466,7 @@ class Lens:
             if self._detail and a.size:
                 rec.grad.update_numerics(a)
                 if rec.params.get("feeds_mixing"):
-                    rec.add_units(a, _unit_axis(a), grad=True)
+                    rec.add_units(a, _unit_axis(a, rec.params["feeds_mixing"] == "conv"), grad=True)
             return None
         return hook
 
@@ -480,10 +495,16 @@ class Lens:
                     rec.arrays[nm] = (lambda t=t: t)
                     pidx.add(i)
             rec.params["param_args"] = pidx
+            derived = True     # computed from parameters alone (a slice of MHA's in_proj_weight, say)
+            for i, t in enumerate(args):
+                if isinstance(t, _Tensor) and i not in pidx:
+                    hit = self._produced.get(id(t._data))
+                    if hit is None or hit[0] is not t._data or not self.records[hit[1]].params.get("param_derived"):
+                        derived = False
+            if derived:
+                rec.params["param_derived"] = True
         sm = self._summary(a)
         rec.out.update(a, rec.sat_kind, sm)
-        if sm[5] or sm[6]:
-            self._check_finite(rec, "forward", sm)
         rec.rows = a.shape[0] if a.ndim else 1
         if self._detail:
             rec.out.update_numerics(a)
@@ -500,6 +521,8 @@ class Lens:
                 scalars[i] = float(t)
         if scalars:
             rec.params["scalars"] = scalars
+        if sm[5] or sm[6]:
+            self._check_finite(rec, "forward", sm)
         if op in CROSS_OPS and len(args) >= 2 and isinstance(args[0], T) and isinstance(args[1], T):
             x, y = args[0]._data, args[1]._data
             if x.shape == y.shape and x.size:
@@ -510,7 +533,7 @@ class Lens:
         if kwargs or new or op in ("dropout", "softmax", "log_softmax", "sdpa", "batch_norm", "avg_pool"):
             self._op_params(rec, op, args, kwargs, a)
         if self._detail and op in ("linear", "conv"):
-            rec.add_units(a, _unit_axis(a))
+            rec.add_units(a, _unit_axis(a, op == "conv"))
         if op == "sdpa":
             self._sdpa_internals(path, args, res)
         self._produced[id(a)] = (a, key)

@@ -372,7 +372,7 @@ def softmax_forward(row_var, n_valid) -> Moments:
         _, p2, _ = softmax_moments(row_var, int(nv))
         q += c / tot * p2 * nv / n
         m += c / tot * 1.0 / n
-    return Moments(m, q)
+    return Moments(float(m), float(q))
 
 
 def softmax_backward(gq, row_var, n) -> float:
@@ -427,8 +427,27 @@ def _conv_geometry(weight, in_shape, stride, pads, dilation):
     return nd, spatial, st[-nd:], dl[-nd:], pads[-2 * nd:]
 
 
+def _profile_weights(profile, kshape, st, dl, pads):
+    """Per tap: mean over output positions of the input's second-moment profile at the position
+    the tap reads (0 on padding), divided by the profile's mean."""
+    import itertools
+    P = np.asarray(profile, dtype=np.float64)
+    nd = P.ndim
+    Pp = np.pad(P, [(pads[2 * d], pads[2 * d + 1]) for d in range(nd)])
+    n_out = [(P.shape[d] + pads[2 * d] + pads[2 * d + 1] - dl[d] * (kshape[d] - 1) - 1) // st[d] + 1
+             for d in range(nd)]
+    out = np.zeros(kshape)
+    pm = P.mean()
+    if pm <= 0:
+        return None
+    for tap in itertools.product(*[range(k) for k in kshape]):
+        sl = tuple(slice(tap[d] * dl[d], tap[d] * dl[d] + st[d] * (n_out[d] - 1) + 1, st[d]) for d in range(nd))
+        out[tap] = Pp[sl].mean() / pm
+    return out
+
+
 def conv_forward(x: Moments, weight, bias, in_shape, stride=1, pads=0, dilation=1, units=False,
-                 channel_means=None):
+                 channel_means=None, profile=None):
     """Convolution output moments with zero padding counted exactly (the border effect).
 
     For i.i.d. input entries (mean mu, variance v) and output channel c at position o,
@@ -437,7 +456,10 @@ def conv_forward(x: Moments, weight, bias, in_shape, stride=1, pads=0, dilation=
     position sees fewer terms: with a 3x3 kernel and padding 1 on an 8x8 map, 16% of the taps
     fall on padding.  ``pads``: (before, after) per spatial dim, flattened.  ``units``: return the
     per-channel predictions (an array) instead of the pooled Moments.  ``channel_means``: the
-    measured mean of each input channel (then v is the variance within channels)."""
+    measured mean of each input channel (then v is the variance within channels).  ``profile``:
+    the input's measured second moment per spatial position (averaged over samples and
+    channels); with it each tap's weight is the mean profile it reads, so an input that is
+    weaker near the borders (an earlier padded conv) is counted too."""
     W = np.asarray(weight, dtype=np.float64)
     nd, spatial, st, dl, pads = _conv_geometry(W, in_shape, stride, pads, dilation)
     co = W.shape[0]
@@ -456,6 +478,10 @@ def conv_forward(x: Moments, weight, bias, in_shape, stride=1, pads=0, dilation=
     frac = masks[0].mean(axis=0)
     for m in masks[1:]:
         frac = np.multiply.outer(frac, m.mean(axis=0))
+    if profile is not None and np.shape(profile) == spatial:
+        pw = _profile_weights(profile, W.shape[2:], st, dl, pads)
+        if pw is not None:
+            frac = pw
     var_c = v * (w2.reshape(co, -1) * frac.reshape(1, -1)).sum(axis=1)
     # mean part: per position, r_c(o) = sum of W over the valid taps
     r = ws

@@ -43,8 +43,7 @@ import numpy as np
 
 from varlens.lens import records as R
 from varlens.lens.probes import (CROSS_OPS, LINEAR_LIKE, MIXING_KINDS, NORM_LIKE, OP_PARAM_NAMES, OP_SATURATING,
-                                 POOL_LIKE, Lens,
-                                 _saturation_kind, module_kind)
+                                 POOL_LIKE, Lens, _saturation_kind, _unit_axis, module_kind)
 
 _torch = None       # the torch module, bound by the first TorchLens (this file never imports it at load)
 _MODE = None        # the TorchFunctionMode subclass (made once torch is imported)
@@ -368,19 +367,27 @@ def _add_units(rec, t, axis, grad=False):
         setattr(rec, fc, getattr(rec, fc) + 1)
 
 
-def _unit_axis(t):
-    """Units of a Linear output are its last axis, of a conv output its channel axis 1 (as probes)."""
-    return 1 if t.dim() >= 3 else t.dim() - 1
-
-
 def _feature_means(rec, t):
     """probes.Lens._feature_means for a torch tensor: the mean of each input feature (Linear: last
-    axis; conv: channel axis 1), by torch ops (one value per feature leaves the device)."""
+    axis; conv: channel axis 1, and the spatial profile of the second moment).  A host tensor is
+    handed to the varlens recorder's own function; elsewhere the same sums run as torch ops (one
+    value per feature or position leaves the device)."""
+    a = _host_view(t)
+    if a is not None:
+        Lens._feature_means(rec, a)
+        return
     if not t.is_floating_point() or t.dim() < 2:
         return
     x = t.detach().to(_F64)
     if rec.kind.startswith("Conv") or rec.kind == "conv":
         fm = x.mean(dim=(0,) + tuple(range(2, x.dim())))
+        prof = ((x * x).sum(dim=(0, 1)) / (x.shape[0] * x.shape[1])).cpu().numpy()
+        old = rec.params.get("in_profile_sum")
+        if old is None or old.shape != prof.shape:
+            rec.params["in_profile_sum"], rec.params["in_profile_n"] = prof, 1
+        else:
+            rec.params["in_profile_sum"] = old + prof
+            rec.params["in_profile_n"] += 1
     else:
         fm = x.reshape(-1, x.shape[-1]).mean(dim=0)
     fm = fm.cpu().numpy()
@@ -395,6 +402,9 @@ def _feature_means(rec, t):
 
 def _group_var(kind, module_or_shape, t):
     """Mean variance each normalisation group sees (BatchNorm: per channel; LayerNorm: per row)."""
+    a = _host_view(t)
+    if a is not None and not isinstance(module_or_shape, (tuple, list)):
+        return Lens._group_var(module_or_shape, a)
     x = t.detach().to(_F64)
     if kind.startswith("BatchNorm") or kind == "batch_norm":
         axes = (0,) + tuple(range(2, x.dim()))
@@ -563,9 +573,10 @@ class TorchLens(Lens):
                     rec.producer = prev
             prod = self.records[prev]
             if i == 0 and rec.kind in MIXING_KINDS:
-                prod.params["feeds_mixing"] = True
+                how = "conv" if (rec.kind == "conv" or rec.kind.startswith("Conv")) else "linear"
+                prod.params["feeds_mixing"] = how
                 if prod.source is not None:
-                    self.records[prod.source].params["feeds_mixing"] = True
+                    self.records[prod.source].params["feeds_mixing"] = how
             if rec.key not in prod.consumers and not self._is_ancestor(rec, prod):
                 prod.consumers.append(rec.key)
         if i == 0 and module is not None and rec.kind in NORM_LIKE:
@@ -581,11 +592,13 @@ class TorchLens(Lens):
             _feature_means(rec, x)
         im.add(mean, q, tuple(x.shape))
 
-    def _measure(self, rec, t):
-        """Output statistics of a record (and the gradient hook on the output)."""
+    def _measure(self, rec, t, check=True):
+        """Output statistics of a record (and the gradient hook on the output); True if the
+        output held a NaN or an Inf (``check``: note it at once)."""
         sm = self._summary(t)
         _update_stats(rec.out, t, rec.sat_kind, sm)
-        if sm[5] or sm[6]:
+        bad = bool(sm[5] or sm[6])
+        if bad and check:
             self._check_finite(rec, "forward", sm)
         if self._detail:
             _update_numerics(rec.out, t)
@@ -595,6 +608,7 @@ class TorchLens(Lens):
             if h is None:
                 h = rec.grad_hook = self._grad_hook(rec)
             t.register_hook(h)
+        return bad
 
     def _grad_hook(self, rec):
         def hook(g):
@@ -610,7 +624,7 @@ class TorchLens(Lens):
             if self._detail and g.numel():
                 _update_numerics(rec.grad, g)
                 if rec.params.get("feeds_mixing"):
-                    _add_units(rec, g, _unit_axis(g), grad=True)
+                    _add_units(rec, g, _unit_axis(g, rec.params["feeds_mixing"] == "conv"), grad=True)
             return None
         return hook
 
@@ -625,27 +639,31 @@ class TorchLens(Lens):
         out = _first_tensor(output)
         inp = _first_tensor(args)
         src = None
+        bad = False
         if out is not None and out.is_floating_point():
             hit = self._produced.get(id(out))
             if hit is not None and hit[0] is out and hit[1] == out._version:
                 s = self.records[hit[2]]
-                if s.level == "op" and (s.path == path or s.path.startswith(path + ".") or path == "(model)"):
-                    src = s
+                if s.key != key and (s.path == path or s.path.startswith(path + ".") or path == "(model)"):
+                    src = self.records[s.source] if (s.level == "module" and s.source) else s
             if src is not None and rec.source in (None, src.key):
                 rec.source = src.key       # the op that made this output: the same tensor, shared stats
                 rec.out = src.out
                 rec.grad = src.grad
-                rec.rows = out.shape[0] if out.dim() else 1
             else:
-                self._measure(rec, out)
+                bad = self._measure(rec, out, check=False)
+                src = None
+            rec.rows = out.shape[0] if out.dim() else 1
             if rec.params.get("training") is None:
                 rec.params["training"] = bool(module.training)
             if self._detail and rec.kind in LINEAR_LIKE:
-                _add_units(rec, out, _unit_axis(out))
+                _add_units(rec, out, _unit_axis(out, rec.kind.startswith("Conv")))
         else:
             out = None
         if inp is not None and inp.is_floating_point():
             self._note_input(rec, 0, inp, pre, module)
+        if bad:
+            self._check_finite(rec, "forward")
         if out is not None:
             self._produced[id(out)] = (out, out._version, key)
 
@@ -703,7 +721,7 @@ class TorchLens(Lens):
             rec.cross_n += 1
         self._op_params(rec, op, named, kwargs, t)
         if self._detail and op in ("linear", "conv"):
-            _add_units(rec, t, _unit_axis(t))
+            _add_units(rec, t, _unit_axis(t, op == "conv"))
         if op == "sdpa":
             nm = {k: v for k, v in named if k is not None}
             q = nm.get("query")

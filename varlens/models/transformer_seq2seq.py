@@ -7,18 +7,16 @@ positions (seed 003 §7.2); ``nn.Transformer`` (pre-LN by default here, ``norm_f
 encodes the source with padding masked and decodes the shifted target under a causal mask
 with cross-attention to the encoder output.  Decoding is greedy and batched: the decoder is
 re-run on the growing prefix (targets are a dozen characters, so a cache is not worth it).
+Training and evaluation: ``varlens.text.translation.train_transformer_seq2seq``.
 """
 from __future__ import annotations
 
 import math
-import time
-
 import numpy as np
 
 import varlens as vl
 from varlens import nn
 from varlens.nn.positional import sinusoidal_table
-from varlens.models.seq2seq import make_batch, sequence_loss
 
 
 class TransformerSeq2Seq(nn.Module):
@@ -80,54 +78,3 @@ class TransformerSeq2Seq(nn.Module):
                 break
         self.train(was)
         return out[:, 1:]
-
-
-def evaluate_transformer(model, vocab, pairs, batch_size=256):
-    """Exact match and corpus BLEU of greedy outputs, as varlens.models.seq2seq.evaluate."""
-    from varlens.text.bleu import corpus_bleu
-    preds = []
-    max_len = max(len(t) for _, t in pairs) + 5
-    for i in range(0, len(pairs), batch_size):
-        src, _ = vocab.batch([s for s, _ in pairs[i:i + batch_size]], eos=False)
-        preds += [vocab.decode(r) for r in model.greedy(src, max_len)]
-    refs = [t for _, t in pairs]
-    return {"exact_match": float(np.mean([p == r for p, r in zip(preds, refs)])),
-            "bleu": corpus_bleu([list(r) for r in refs], [list(p) for p in preds]), "predictions": preds}
-
-
-def train_transformer_seq2seq(train_pairs, val_pairs=None, vocab=None, d_model=64, nhead=4, layers=2,
-                              dim_feedforward=128, epochs=3, batch_size=64, lr=1e-3, clip=1.0, seed=0,
-                              max_steps=None, warmup=50):
-    """Adam (warm-up then constant), teacher forcing, token-averaged cross-entropy; returns a dict
-    as ``train_seq2seq`` does (model, vocab, loss, steps, seconds, exact_match, bleu)."""
-    from varlens.text.tasks import CharSeqVocab
-    vocab = vocab or CharSeqVocab([s + t for s, t in train_pairs + list(val_pairs or [])])
-    vl.manual_seed(seed)
-    model = TransformerSeq2Seq(len(vocab), len(vocab), d_model, nhead, layers, layers, dim_feedforward,
-                               pad_idx=vocab.PAD, sos_idx=vocab.SOS, eos_idx=vocab.EOS)
-    opt = vl.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98))
-    rng = np.random.default_rng(seed)
-    history, step, t0 = [], 0, time.perf_counter()
-    for _ in range(epochs):
-        order = rng.permutation(len(train_pairs))
-        for i in range(0, len(order), batch_size):
-            batch = [train_pairs[j] for j in order[i:i + batch_size]]
-            src, src_len, tgt_in, tgt_out = make_batch(vocab, batch)
-            for g in opt.param_groups:
-                g["lr"] = lr * min(1.0, (step + 1) / warmup)
-            loss = sequence_loss(model(src, src_len, tgt_in), tgt_out, vocab.PAD)
-            opt.zero_grad()
-            loss.backward()
-            if clip:
-                nn.utils.clip_grad_norm_(model.parameters(), clip)
-            opt.step()
-            history.append(float(loss))
-            step += 1
-            if max_steps is not None and step >= max_steps:
-                break
-        if max_steps is not None and step >= max_steps:
-            break
-    res = {"model": model, "vocab": vocab, "loss": history, "steps": step, "seconds": time.perf_counter() - t0}
-    if val_pairs:
-        res.update(evaluate_transformer(model, vocab, val_pairs))
-    return res

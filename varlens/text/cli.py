@@ -22,7 +22,7 @@ def add_arguments(p):
 
 
 def _seq2seq(args):
-    from varlens.models.seq2seq import evaluate, train_seq2seq, translate
+    from varlens.text.translation import evaluate, train_seq2seq, translate
     from varlens.text.tasks import date_pairs
     from varlens.text.visualize import attention_heatmap
     pairs = date_pairs(6000, seed=args.seed)
@@ -52,7 +52,7 @@ def _seq2seq(args):
 def _charlm(args):
     import numpy as np
 
-    from varlens.models.char_rnn import load_english, train_char_lm
+    from varlens.text.char_lm import load_english, train_char_lm
     from varlens.core.tensor import Tensor
     from varlens.text.visualize import neuron_html
     text = load_english(2_000_000)

@@ -22,6 +22,7 @@ import numpy as np
 import varlens as vl
 from varlens import nn
 from varlens.nn import functional as F
+from varlens.train.loop import train_loop
 
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
@@ -109,22 +110,25 @@ def train_skipgram(ids, vocab_size, counts, dim=64, window=4, negatives=5, epoch
     model = SkipGram(vocab_size, dim)
     opt = vl.optim.Adam(model.parameters(), lr=lr)
     table = negative_table(counts)
-    losses = []
-    for ep in range(epochs):
-        c, o = skipgram_pairs(ids, window, rng, counts, subsample)
-        perm = rng.permutation(len(c))
-        if max_pairs:
-            perm = perm[:max_pairs]
-        for s in range(0, len(perm), batch_size):
-            b = perm[s:s + batch_size]
-            neg = np.searchsorted(table, rng.random((len(b), negatives)))
-            opt.zero_grad()
-            loss = model(vl.tensor(c[b]), vl.tensor(o[b]), vl.tensor(np.minimum(neg, vocab_size - 1)))
-            loss.backward()
-            opt.step()
-            losses.append(float(loss))
-            if log and (s // batch_size) % 200 == 0:
-                log(f"epoch {ep} batch {s // batch_size}: loss {losses[-1]:.3f}")
+    where = {}
+
+    def batches():
+        for ep in range(epochs):
+            c, o = skipgram_pairs(ids, window, rng, counts, subsample)
+            perm = rng.permutation(len(c))
+            if max_pairs:
+                perm = perm[:max_pairs]
+            for s in range(0, len(perm), batch_size):
+                b = perm[s:s + batch_size]
+                neg = np.searchsorted(table, rng.random((len(b), negatives)))
+                where.update(epoch=ep, batch=s // batch_size)
+                yield c[b], o[b], np.minimum(neg, vocab_size - 1)
+
+    def logged(step, loss):
+        if log and where["batch"] % 200 == 0:
+            log(f"epoch {where['epoch']} batch {where['batch']}: loss {loss:.3f}")
+
+    losses = train_loop(model, lambda b: model(*(vl.tensor(a) for a in b)), batches(), opt, on_step=logged)
     return model, losses
 
 

@@ -9,6 +9,6 @@ commands in varlens.commands only dispatch to them.
 from varlens.train.checkpoint import CheckpointError, load as load_checkpoint, save as save_checkpoint  # noqa: F401
 from varlens.train.callbacks import Callback, EarlyStopping, JSONLinesLogger  # noqa: F401
 from varlens.train.metrics import accuracy  # noqa: F401
-from varlens.train.trainer import (NonFiniteLossError, Trainer, fit, latest_checkpoint,  # noqa: F401
+from varlens.train.trainer import (NonFiniteGradientError, NonFiniteLossError, Trainer, fit, latest_checkpoint,  # noqa: F401,E501
                                    list_checkpoints)
 from varlens.train.plots import plot_curves  # noqa: F401

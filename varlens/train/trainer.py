@@ -23,12 +23,18 @@ from varlens.autograd import no_grad
 from varlens.nn.utils import clip_grad_norm_
 from varlens.optim.lr_scheduler import ReduceLROnPlateau
 from varlens.train import checkpoint as ckpt
+from varlens.train import distributed as _dist  # under mpiexec: rank 0 logs, DDP (train/distributed.py)
 from varlens.train.callbacks import EarlyStopping, JSONLinesLogger
 from varlens.train.metrics import Average, correct_count
 
 
 class NonFiniteLossError(FloatingPointError):
     """The loss became NaN or Inf; the message names the step and the last good checkpoint."""
+
+
+class NonFiniteGradientError(FloatingPointError):
+    """A gradient held NaN or Inf at an optimiser step (check_finite_grads); the message names the
+    parameter, the step and the last good checkpoint.  The step was not applied."""
 
 
 def _is_plateau(scheduler):
@@ -52,13 +58,15 @@ class Trainer:
       progress: show a tqdm bar with live loss and samples/s (default: only when stderr is a
         terminal), redrawn at most every ``progress_interval`` s; quiet: print nothing.
       config: JSON-safe dict saved in each checkpoint (how to rebuild the run).
+      check_finite_grads: refuse an optimiser step whose gradients hold NaN or Inf, raising
+        NonFiniteGradientError naming the parameter (default True; the loss is always checked).
     """
 
     def __init__(self, model, optimizer, loss_fn, *, scheduler=None, scheduler_interval="epoch",
                  grad_clip=None, accumulate=1, early_stopping=None, monitor="val_loss", mode="min",
                  restore_best=False, out_dir=None, checkpoint_every=None, keep_checkpoints=3,
                  progress=None, progress_interval=0.1, quiet=False, callbacks=(), config=None,
-                 extra_state=None):
+                 extra_state=None, check_finite_grads=True):
         if scheduler_interval not in ("epoch", "step"):
             raise ValueError(f"Trainer: scheduler_interval must be 'epoch' or 'step', got {scheduler_interval!r}")
         if not isinstance(accumulate, int) or accumulate < 1:
@@ -74,15 +82,18 @@ class Trainer:
         self.out_dir = out_dir
         self.checkpoint_every = checkpoint_every
         self.keep_checkpoints = keep_checkpoints
+        self.is_main = _dist.is_main()  # under mpiexec -n N only rank 0 prints, plots and checkpoints
+        quiet = quiet or not self.is_main
         self.quiet = quiet
         self.progress_interval = progress_interval
         self.progress = (not quiet and sys.stderr.isatty()) if progress is None else (progress and not quiet)
         self.callbacks = list(callbacks)
-        if out_dir is not None:
+        if out_dir is not None and self.is_main:
             self.callbacks.insert(0, JSONLinesLogger(os.path.join(out_dir, "metrics.jsonl")))
         self.config = config or {}
         self.extra_state = extra_state or {}
         self.params = [p for p in model.parameters() if p.requires_grad]
+        self.check_finite_grads = check_finite_grads   # refuse steps with NaN/Inf gradients
         # counters and records (all saved in checkpoints)
         self.epoch = 0                  # finished epochs
         self.step = 0                   # optimiser steps taken
@@ -110,7 +121,23 @@ class Trainer:
                 f"{batch_idx + 1}); the weights were not updated with it and {where}. Lower the learning "
                 "rate, clip gradients (--grad-clip) or check the data for NaN/Inf.")
 
+    def _check_finite_grads(self):
+        """Raise NonFiniteGradientError naming the first parameter whose gradient is NaN or Inf
+        (before the optimiser step, so the weights stay as they were)."""
+        for p in self.params:
+            if p.grad is not None and not bool(p.grad.isfinite().all()):
+                names = {id(q): n for n, q in self.model.named_parameters()}
+                where = (f"the last good checkpoint is {self.last_checkpoint}" if self.last_checkpoint
+                         else "no checkpoint was written before it")
+                self.optimizer.zero_grad()
+                raise NonFiniteGradientError(
+                    f"training stopped: the gradient of parameter {names.get(id(p), '?')!r} holds NaN or Inf at "
+                    f"step {self.step + 1}; the step was not applied and {where}. Lower the learning rate, clip "
+                    "gradients (--grad-clip), check the data, or pass check_finite_grads=False to allow it.")
+
     def _optimizer_step(self):
+        if self.check_finite_grads:
+            self._check_finite_grads()
         if self.grad_clip is not None:
             clip_grad_norm_(self.params, self.grad_clip)
         self.optimizer.step()
@@ -133,6 +160,7 @@ class Trainer:
         t0 = t_bar = time.perf_counter()
         n_seen = 0
         micro = 0
+        _dist.set_epoch(loader, epoch)  # a DistributedSampler's shuffle changes each epoch
         self.optimizer.zero_grad()
         for bi, batch in enumerate(loader, start=getattr(loader, "_skip", 0)):
             out, y, loss = self._forward(batch)
@@ -146,7 +174,7 @@ class Trainer:
             if micro == self.accumulate:
                 micro = 0
                 self._optimizer_step()
-                if self.checkpoint_every and self.step % self.checkpoint_every == 0 and self.out_dir:
+                if self.checkpoint_every and self.step % self.checkpoint_every == 0 and self.out_dir and self.is_main:
                     self._epoch_time += time.perf_counter() - t0
                     t0 = time.perf_counter()
                     self.save_checkpoint(loader)
@@ -182,23 +210,25 @@ class Trainer:
             raise ValueError(f"fit: epochs must be a positive int, got {epochs!r}")
         if resume is not None:
             self.load_checkpoint(resume, train_loader)
+        if _dist.world_size() > 1 and not self.quiet:
+            print(_dist.scale_line(train_loader, self.accumulate, self.optimizer), flush=True)
         for cb in self.callbacks:
             cb.on_fit_start(self)
         try:
             while self.epoch < epochs and not self.should_stop:
                 self._run_epoch(train_loader, val_loader)
         finally:
-            if self.out_dir is not None and self.history:
+            if self.out_dir is not None and self.history and self.is_main:
                 self.plot(os.path.join(self.out_dir, "curves.png"))
         if self.restore_best and self.best_state is not None:
-            self.model.load_state_dict(self.best_state)
+            _dist.unwrap(self.model).load_state_dict(self.best_state)
         for cb in self.callbacks:
             cb.on_fit_end(self)
         return self.history
 
     def _run_epoch(self, train_loader, val_loader):
         epoch = self.epoch
-        run = self.train_epoch(train_loader, epoch)
+        run = _dist.reduce_average(self.train_epoch(train_loader, epoch))  # over all ranks
         record = {"epoch": epoch + 1, "step": self.step, "train_loss": run.loss, "train_acc": run.accuracy}
         train_time = self._epoch_time
         if val_loader is not None:
@@ -221,14 +251,14 @@ class Trainer:
         if record.get(self.monitor) is not None:
             if self.best_tracker.improved(record[self.monitor]):
                 self.best_tracker.best = record[self.monitor]
-                self.best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+                self.best_state = {k: v.detach().clone() for k, v in _dist.unwrap(self.model).state_dict().items()}
         if self.early is not None:
             self.early.on_epoch_end(self, record)
         for cb in self.callbacks:
             cb.on_epoch_end(self, record)
         if not self.quiet:
             print(self.format_record(record), flush=True)
-        if self.out_dir is not None:
+        if self.out_dir is not None and self.is_main:
             self.save_checkpoint(train_loader)
         if self.should_stop and not self.quiet and self.stop_reason:
             print(self.stop_reason, flush=True)
@@ -255,7 +285,7 @@ class Trainer:
     def state_dict(self, train_loader=None):
         """Everything a resumed run needs, as a nested structure ``checkpoint.save`` accepts."""
         return {
-            "model": self.model.state_dict(),
+            "model": _dist.unwrap(self.model).state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
             "trainer": {"epoch": self.epoch, "step": self.step, "history": self.history,
@@ -297,7 +327,7 @@ class Trainer:
                     f"checkpoint {path!r} was written by a run with other settings ("
                     + ", ".join(f"{k}: {s['config'].get(k)!r} there, {self.config.get(k)!r} here" for k in diff)
                     + "); resume with the same settings (only --epochs may change)")
-        self.model.load_state_dict(s["model"])
+        _dist.unwrap(self.model).load_state_dict(s["model"])
         self.optimizer.load_state_dict(s["optimizer"])
         if self.scheduler is not None:
             if s["scheduler"] is None:

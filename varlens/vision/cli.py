@@ -47,19 +47,16 @@ def train_small_cnn(Xtr, Ytr, epochs, seed, log=print):
     import varlens.nn.functional as F
     from varlens import optim
     from varlens.models import LeNet5
+    from varlens.train.loop import train_loop
     vl.manual_seed(seed)
     model = LeNet5(width=2)
     opt = optim.Adam(model.parameters(), lr=2e-3)
     g = vl.Generator().manual_seed(seed + 1)
     t0 = time.time()
     for ep in range(epochs):
-        model.train()
         perm = vl.randperm(len(Xtr), generator=g)._data
-        for k in range(0, len(Xtr) - 63, 64):
-            idx = perm[k:k + 64]
-            opt.zero_grad()
-            F.cross_entropy(model(Xtr[idx]), Ytr[idx]).backward()
-            opt.step()
+        train_loop(model, lambda idx: F.cross_entropy(model(Xtr[idx]), Ytr[idx]),
+                   (perm[k:k + 64] for k in range(0, len(Xtr) - 63, 64)), opt)
         log(f"  epoch {ep + 1}/{epochs} done ({time.time() - t0:.0f} s)")
     model.eval()
     return model

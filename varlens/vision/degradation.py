@@ -21,6 +21,7 @@ import varlens.nn.functional as F
 from varlens import optim
 from varlens.autograd import no_grad
 from varlens.models.resnet import ResNet
+from varlens.train.loop import train_loop
 
 
 def _accuracy(model, X, Y, bs=1000):
@@ -65,13 +66,9 @@ def run(Xtr, Ytr, Xte, Yte, blocks=4, widths=(8, 16, 32), epochs=6, batch_size=6
         h = {"train_acc": [], "test_acc": [], "train_loss": [], "test_loss": [], "init": mom, "depth": model.depth}
         t0 = time.time()
         for ep in range(epochs):
-            model.train()
             perm = vl.randperm(len(Xtr), generator=g)._data
-            for i in range(0, len(Xtr) - batch_size + 1, batch_size):
-                idx = perm[i:i + batch_size]
-                opt.zero_grad()
-                F.cross_entropy(model(Xtr[idx]), Ytr[idx]).backward()
-                opt.step()
+            train_loop(model, lambda idx: F.cross_entropy(model(Xtr[idx]), Ytr[idx]),
+                       (perm[i:i + batch_size] for i in range(0, len(Xtr) - batch_size + 1, batch_size)), opt)
             tr_acc, tr_loss = _accuracy(model, Xtr, Ytr)
             te_acc, te_loss = _accuracy(model, Xte, Yte)
             for k, v in (("train_acc", tr_acc), ("test_acc", te_acc), ("train_loss", tr_loss), ("test_loss", te_loss)):

@@ -138,7 +138,7 @@ class DistributedDataParallel(Module):
         d["_armed"] = False
         d["_queued"] = False
         d["_next_launch"] = 0
-        d["_local_sq"] = None  # when a float: sum of squared local gradients (noise-scale estimate)
+        d["_local_sq"] = None  # a float when lens.DistributedNoiseScale asks: |local gradient|^2 of the last backward
         d["_timing"] = {"wait_s": 0.0, "finish_s": 0.0}  # the last backward's end: MPI wait, all
         d["_hooks"] = [p.register_post_accumulate_grad_hook(self._make_hook(i)) for i, p in enumerate(params)]
 
@@ -218,8 +218,6 @@ class DistributedDataParallel(Module):
             b.request = None
             b.launched = False
             b.late = False
-        if d["_local_sq"] is not None:
-            d["_local_sq"] = 0.0
 
     # ------------------------------------------------------------------ backward
     def _make_hook(self, i):
@@ -270,8 +268,6 @@ class DistributedDataParallel(Module):
                 flat[off:off + n] = 0
             else:
                 flat[off:off + n] = gr._data.ravel()
-        if self._local_sq is not None:
-            self.__dict__["_local_sq"] += float(flat @ flat)
         if self._world > 1:
             np.divide(flat, self._world, out=flat)
 
@@ -327,6 +323,9 @@ class DistributedDataParallel(Module):
         if exp is None or exp != hits:  # first iteration, or the graph changed: learn again
             d["_expected"] = list(hits)
         params = self._params
+        if d["_local_sq"] is not None:  # this rank's own squared gradient norm, before the average
+            d["_local_sq"] = sum(float(p.grad._data.ravel() @ p.grad._data.ravel())
+                                 for p in params if p.grad is not None)
         for b in self._buckets:
             flat = b.flat
             for i, off in zip(b.params, b.offsets):

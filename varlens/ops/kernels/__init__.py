@@ -72,54 +72,7 @@ def helpers():
     h = _state.get("helpers")
     if h is not None:
         return h
-    nb = numba_module()
-    from llvmlite import ir
-    from numba.core import types
-    from numba.extending import intrinsic
-
-    @intrinsic
-    def bits_to_f32(typingctx, v):
-        """Reinterpret an int32's bits as a float32 (an LLVM bitcast, so it vectorises)."""
-        if v != types.int32:
-            return None
-
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], ir.FloatType())
-        return types.float32(types.int32), codegen
-
-    f32 = np.float32
-    LOG2E, C1, C2 = f32(1.4426950408889634), f32(0.693359375), f32(-2.12194440e-4)
-    LO, HALF, ONE = f32(-87.33), f32(0.5), f32(1.0)
-    T2, T3, T4, T5, T6, T7 = (f32(1 / 2), f32(1 / 6), f32(1 / 24), f32(1 / 120), f32(1 / 720),
-                              f32(1 / 5040))
-    P0, P1, P2, P3, P4, P5 = (f32(c) for c in ERF_P)
-    Q1, Q2, Q3, Q4, Q5 = (f32(c) for c in ERF_Q[1:])
-    FOUR, ZERO = f32(4.0), f32(0.0)
-    # no reassociation here: it would fold the two-constant ln2 reduction into one
-    scalar = nb.njit(fastmath={"contract", "nsz"}, inline="always", cache=True, error_model="numpy")
-
-    @scalar
-    def exp_nonpos(x):
-        """e^x for float32 x <= 0 (0 below -87.33); see the module docstring."""
-        xc = x if x > LO else LO
-        n = np.floor(xc * LOG2E + HALF)
-        r = xc - n * C1
-        r = r - n * C2
-        p = ONE + r * (ONE + r * (T2 + r * (T3 + r * (T4 + r * (T5 + r * (T6 + r * T7))))))
-        s = bits_to_f32(np.int32((np.int32(n) + np.int32(127)) << np.int32(23)))
-        return p * s if x > LO else (ZERO if x <= LO else x)  # NaN stays NaN
-
-    @scalar
-    def erf32(x):
-        """erf(x) for float32 x; see the module docstring (NaN stays NaN)."""
-        xc = x if x < FOUR else FOUR
-        xc = xc if xc > -FOUR else -FOUR
-        xc = xc if x == x else x
-        t = xc * xc
-        p = P0 + t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))))
-        q = ONE + t * (Q1 + t * (Q2 + t * (Q3 + t * (Q4 + t * Q5))))
-        return xc * p / q
-
-    h = {"exp_nonpos": exp_nonpos, "erf32": erf32}
+    from varlens.ops.kernels import compiled as c
+    h = {"exp_nonpos": c.exp_nonpos, "erf32": c.erf32}
     _state["helpers"] = h
     return h

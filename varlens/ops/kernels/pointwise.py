@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from varlens.core.array import erf as _erf
-from varlens.ops.kernels import helpers, jit, numba_module, usable
+from varlens.ops.kernels import usable
 
 _K = {}
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -27,40 +27,8 @@ SMALL_POWERS = (2, 3, 4)
 def _kernels():
     if _K:
         return _K
-    nb = numba_module()
-    h = helpers()
-    erf32, exp_nonpos = h["erf32"], h["exp_nonpos"]
-    f32 = np.float32
-    HALF, ONE, THREE = f32(0.5), f32(1.0), f32(3.0)
-    R2, R2PI, MHALF = f32(_SQRT1_2), f32(_INV_SQRT_2PI), f32(-0.5)
-    k = jit(nb)
-
-    @k
-    def cube(x, out):
-        for i in range(x.size):
-            v = x[i]
-            out[i] = v * v * v
-
-    @k
-    def cube_grad(g, x, out):
-        for i in range(x.size):
-            v = x[i]
-            out[i] = g[i] * (THREE * v * v)
-
-    @k
-    def gelu_fwd(x, out):
-        for i in range(x.size):
-            v = x[i]
-            out[i] = HALF * v * (ONE + erf32(v * R2))
-
-    @k
-    def gelu_bwd(g, x, out):
-        for i in range(x.size):
-            v = x[i]
-            cdf = HALF * (ONE + erf32(v * R2))
-            out[i] = g[i] * (cdf + v * R2PI * exp_nonpos(MHALF * v * v))
-
-    _K.update(cube=cube, cube_grad=cube_grad, gelu_fwd=gelu_fwd, gelu_bwd=gelu_bwd)
+    from varlens.ops.kernels import compiled as c
+    _K.update(cube=c.cube, cube_grad=c.cube_grad, gelu_fwd=c.gelu_fwd, gelu_bwd=c.gelu_bwd)
     return _K
 
 

@@ -20,11 +20,9 @@ a row of -inf gives NaN, as PyTorch.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from varlens.ops.kernels import helpers, jit, numba_module, usable
+from varlens.ops.kernels import usable
 
 _K = {}
 
@@ -32,152 +30,9 @@ _K = {}
 def _kernels():
     if _K:
         return _K
-    nb = numba_module()
-    exp_nonpos = helpers()["exp_nonpos"]
-    f32 = np.float32
-    ZERO, ONE, NINF = f32(0.0), f32(1.0), f32(-np.inf)
-    k = jit(nb, reduce=True)
-
-    @nb.njit(fastmath={"contract", "nsz"}, inline="always", cache=True, error_model="numpy")
-    def row_max(x, i, n, acc):
-        """max of x[i, :n], in 16 independent lanes (so it vectorises without fast-math
-        max; a NaN is skipped here and made NaN again by the exp that follows)."""
-        n16 = n - n % 16
-        for j in range(16):
-            acc[j] = NINF
-        for j in range(0, n16, 16):
-            for q in range(16):
-                v = x[i, j + q]
-                acc[q] = v if v > acc[q] else acc[q]
-        mx = NINF
-        for q in range(16):
-            mx = acc[q] if acc[q] > mx else mx
-        for j in range(n16, n):
-            v = x[i, j]
-            mx = v if v > mx else mx
-        return mx
-
-    @k
-    def softmax_fwd(x, scale, causal, y):
-        m, n = x.shape
-        acc = np.empty(16, np.float32)
-        for i in range(m):
-            lim = n if causal == 0 else min(i % causal + 1, n)
-            mx = row_max(x, i, lim, acc) * scale
-            s = ZERO
-            for j in range(lim):
-                e = exp_nonpos(x[i, j] * scale - mx)
-                y[i, j] = e
-                s += e
-            r = ONE / s
-            for j in range(lim):
-                y[i, j] *= r
-            for j in range(lim, n):
-                y[i, j] = ZERO
-
-    @k
-    def softmax_bwd(g, y, scale, out):
-        m, n = y.shape
-        for i in range(m):
-            s = ZERO
-            for j in range(n):
-                s += g[i, j] * y[i, j]
-            for j in range(n):
-                out[i, j] = y[i, j] * (g[i, j] - s) * scale
-
-    @k
-    def log_softmax_fwd(x, y):
-        m, n = x.shape
-        acc = np.empty(16, np.float32)
-        for i in range(m):
-            mx = row_max(x, i, n, acc)
-            s = ZERO
-            for j in range(n):
-                s += exp_nonpos(x[i, j] - mx)
-            c = mx + f32(math.log(s))
-            for j in range(n):
-                y[i, j] = x[i, j] - c
-
-    @k
-    def log_softmax_bwd(g, y, out):
-        m, n = y.shape
-        for i in range(m):
-            s = ZERO
-            for j in range(n):
-                s += g[i, j]
-            for j in range(n):
-                out[i, j] = g[i, j] - exp_nonpos(y[i, j]) * s
-
-    @k
-    def ce_fwd(z, t, p):
-        m, n = z.shape
-        tot = 0.0
-        acc = np.empty(16, np.float32)
-        for i in range(m):
-            mx = row_max(z, i, n, acc)
-            s = ZERO
-            for j in range(n):
-                e = exp_nonpos(z[i, j] - mx)
-                p[i, j] = e
-                s += e
-            r = ONE / s
-            for j in range(n):
-                p[i, j] *= r
-            tot += math.log(s) + mx - z[i, t[i]]
-        return tot
-
-    @k
-    def ce_bwd(p, t, scale, out):
-        m, n = p.shape
-        for i in range(m):
-            for j in range(n):
-                out[i, j] = p[i, j] * scale
-            out[i, t[i]] -= scale
-
-    @k
-    def ln_fwd(x, w, b, eps, y, mean, rstd):
-        m, n = x.shape
-        inv_n = ONE / f32(n)
-        for i in range(m):
-            s = ZERO
-            for j in range(n):
-                s += x[i, j]
-            mu = s * inv_n
-            v = ZERO
-            for j in range(n):
-                d = x[i, j] - mu
-                v += d * d
-            r = ONE / np.sqrt(v * inv_n + eps)
-            mean[i] = mu
-            rstd[i] = r
-            for j in range(n):
-                y[i, j] = (x[i, j] - mu) * r * w[j] + b[j]
-
-    @k
-    def ln_bwd(g, x, w, mean, rstd, gx, gw, gb):
-        m, n = x.shape
-        inv_n = ONE / f32(n)
-        for i in range(m):
-            mu = mean[i]
-            r = rstd[i]
-            s1 = ZERO
-            s2 = ZERO
-            for j in range(n):
-                xh = (x[i, j] - mu) * r
-                gij = g[i, j]
-                h = gij * w[j]
-                s1 += h
-                s2 += h * xh
-                gw[j] += gij * xh
-                gb[j] += gij
-            s1 *= inv_n
-            s2 *= inv_n
-            for j in range(n):
-                xh = (x[i, j] - mu) * r
-                gx[i, j] = r * (g[i, j] * w[j] - s1 - xh * s2)
-
-    _K.update(softmax_fwd=softmax_fwd, softmax_bwd=softmax_bwd, log_softmax_fwd=log_softmax_fwd,
-              log_softmax_bwd=log_softmax_bwd, ce_fwd=ce_fwd, ce_bwd=ce_bwd, ln_fwd=ln_fwd, ln_bwd=ln_bwd)
+    from varlens.ops.kernels import compiled as c
+    _K.update(softmax_fwd=c.softmax_fwd, softmax_bwd=c.softmax_bwd, log_softmax_fwd=c.log_softmax_fwd,
+              log_softmax_bwd=c.log_softmax_bwd, ce_fwd=c.ce_fwd, ce_bwd=c.ce_bwd, ln_fwd=c.ln_fwd, ln_bwd=c.ln_bwd)
     return _K
 
 

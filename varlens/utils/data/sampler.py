@@ -11,6 +11,8 @@ import numpy as np
 
 from varlens.random import _gen
 
+_CHUNK = 1 << 16   # indices drawn at a time by the random samplers
+
 
 class Sampler:
     """Base class: iterating yields dataset indices."""
@@ -21,17 +23,23 @@ class Sampler:
     def __iter__(self):
         raise NotImplementedError
 
-    def _index_array(self):
-        """All indices of one pass as an int64 array (fast path); None if not available."""
+    def _index_chunks(self):
+        """The indices of one pass as consecutive int64 arrays of at most ``_CHUNK`` entries
+        (the fast path); None if not available.  Drawn lazily, chunk by chunk, so a sampler of
+        ``num_samples=10**10`` (an "infinite" sampler) costs memory for one chunk only."""
         return None
+
+    def _iter_chunks(self):
+        return (int(i) for c in self._index_chunks() for i in c.tolist())
 
 
 class SequentialSampler(Sampler):
     def __init__(self, data_source):
         self.data_source = data_source
 
-    def _index_array(self):
-        return np.arange(len(self.data_source), dtype=np.int64)
+    def _index_chunks(self):
+        n = len(self.data_source)
+        return (np.arange(s, min(s + _CHUNK, n), dtype=np.int64) for s in range(0, n, _CHUNK))
 
     def __iter__(self):
         return iter(range(len(self.data_source)))
@@ -59,7 +67,10 @@ class RandomSampler(Sampler):
     def num_samples(self):
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
-    def _index_array(self):
+    def _index_chunks(self):
+        """One pass, lazily: with replacement ``_CHUNK`` draws at a time, without it one
+        permutation of the dataset at a time (the last cut to ``num_samples``), as torch
+        draws its indices 32 at a time rather than all up front."""
         if self._pending_seed is not None:
             seed, self._pending_seed = self._pending_seed, None
         else:
@@ -67,13 +78,17 @@ class RandomSampler(Sampler):
         self._epoch_seed = seed
         rng = np.random.Generator(np.random.PCG64(seed))
         n = len(self.data_source)
-        if self.replacement:
-            return rng.integers(0, n, self.num_samples, dtype=np.int64)
-        reps = -(-self.num_samples // n)
-        return np.concatenate([rng.permutation(n) for _ in range(reps)])[:self.num_samples].astype(np.int64)
+        left = self.num_samples
+        while left > 0:
+            if self.replacement:
+                chunk = rng.integers(0, n, min(left, _CHUNK), dtype=np.int64)
+            else:
+                chunk = rng.permutation(n).astype(np.int64)[:left]
+            left -= len(chunk)
+            yield chunk
 
     def __iter__(self):
-        return iter(self._index_array().tolist())
+        return self._iter_chunks()
 
     def __len__(self):
         return self.num_samples
@@ -84,11 +99,11 @@ class SubsetRandomSampler(Sampler):
         self.indices = np.asarray(indices, dtype=np.int64)
         self.generator = generator
 
-    def _index_array(self):
-        return self.indices[_gen(self.generator).permutation(len(self.indices))]
+    def _index_chunks(self):
+        yield self.indices[_gen(self.generator).permutation(len(self.indices))]
 
     def __iter__(self):
-        return iter(self._index_array().tolist())
+        return self._iter_chunks()
 
     def __len__(self):
         return len(self.indices)
@@ -108,14 +123,20 @@ class BatchSampler(Sampler):
 
     def _index_batches(self):
         """Batches as int64 arrays; uses the sampler's whole-pass array when it has one."""
-        idx = self.sampler._index_array() if hasattr(self.sampler, "_index_array") else None
-        if idx is None:
+        chunks = self.sampler._index_chunks() if hasattr(self.sampler, "_index_chunks") else None
+        if chunks is None:
             yield from (np.asarray(b, dtype=np.int64) for b in self._list_batches())
             return
         b = self.batch_size
-        stop = len(idx) - len(idx) % b if self.drop_last else len(idx)
-        for s in range(0, stop, b):
-            yield idx[s:s + b]
+        rest = np.empty(0, dtype=np.int64)   # indices of a batch that straddles two chunks
+        for chunk in chunks:
+            idx = np.concatenate([rest, chunk]) if len(rest) else chunk
+            full = len(idx) - len(idx) % b
+            for s in range(0, full, b):
+                yield idx[s:s + b]
+            rest = idx[full:]
+        if len(rest) and not self.drop_last:
+            yield rest
 
     def _list_batches(self):
         batch = []
@@ -164,13 +185,18 @@ class WeightedRandomSampler(Sampler):
         self.replacement = replacement
         self.generator = generator
 
-    def _index_array(self):
+    def _index_chunks(self):
+        """Without replacement num_samples <= len(weights): one draw.  With replacement the
+        draws are independent, so they are made ``_CHUNK`` at a time (lazily)."""
         from varlens.creation import multinomial
-        return multinomial(self.weights, self.num_samples, self.replacement,
-                           generator=self.generator)._data.astype(np.int64)
+        left = self.num_samples
+        while left > 0:
+            k = min(left, _CHUNK) if self.replacement else left
+            left -= k
+            yield multinomial(self.weights, k, self.replacement, generator=self.generator)._data.astype(np.int64)
 
     def __iter__(self):
-        return iter(self._index_array().tolist())
+        return self._iter_chunks()
 
     def __len__(self):
         return self.num_samples

@@ -41,3 +41,18 @@ def reset_peak_memory_stats(device=None):
 
 def is_bf16_supported(including_emulation=True):
     return False
+
+
+def is_initialized():
+    return False
+
+
+def get_device_name(device=None):
+    raise RuntimeError("varlens.cuda.get_device_name(): no CUDA device (varlens runs on the CPU)")
+
+
+def get_device_capability(device=None):
+    raise RuntimeError("varlens.cuda.get_device_capability(): no CUDA device (varlens runs on the CPU)")
+
+
+from varlens.cuda import amp  # noqa: E402,F401  (torch.cuda.amp.autocast / GradScaler)

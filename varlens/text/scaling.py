@@ -78,6 +78,7 @@ def run_scaling(widths=(16, 24, 32, 48, 64), n_layer=2, n_head=4, steps=600, bat
     import varlens as vl
     from varlens.datasets.text import CharVocab, load_kjv
     from varlens.models.gpt import GPT, GPTConfig
+    from varlens.train.loop import train_loop
     text = load_kjv()[:chars]
     vocab = CharVocab(text)
     n_val = len(text) // 20
@@ -91,17 +92,14 @@ def run_scaling(widths=(16, 24, 32, 48, 64), n_layer=2, n_head=4, steps=600, bat
         opt = vl.optim.AdamW(m.parameters(), lr=lr, weight_decay=0.01)
         rng = np.random.default_rng(seed)
         t0 = time.perf_counter()
-        for s in range(steps):
-            for g in opt.param_groups:
-                g["lr"] = lr * min(1.0, (s + 1) / 50) * (0.1 + 0.45 * (1 + math.cos(math.pi * s / steps)))
-            st = rng.integers(0, len(tr) - block - 1, batch)
-            x = np.stack([tr[i:i + block] for i in st])
-            y = np.stack([tr[i + 1:i + block + 1] for i in st])
-            opt.zero_grad()
-            _, loss = m(vl.tensor(x), vl.tensor(y))
-            loss.backward()
-            vl.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
-            opt.step()
+
+        def windows():
+            for _ in range(steps):
+                st = rng.integers(0, len(tr) - block - 1, batch)
+                yield np.stack([tr[i:i + block] for i in st]), np.stack([tr[i + 1:i + block + 1] for i in st])
+
+        train_loop(m, lambda b: m(vl.tensor(b[0]), vl.tensor(b[1]))[1], windows(), opt, clip_grad_norm=1.0,
+                   lr_at=lambda s: lr * min(1.0, (s + 1) / 50) * (0.1 + 0.45 * (1 + math.cos(math.pi * s / steps))))
         sec = time.perf_counter() - t0
         m.eval()
         tot = 0.0

@@ -138,7 +138,7 @@ def test_skip_path_enters_the_backward_prediction():
     x = vl.tensor(np.random.default_rng(40).standard_normal((64, 64)).astype(np.float32))
     lens, rows = T.run(model, x)
     bwd = [r for r in rows if r.direction == "backward" and r.predicted_local is not None]
-    assert len(bwd) >= 12
+    assert len(bwd) >= 10          # every backward row but the model output (and the data, which needs no grad)
     assert all(r.verdict in ("stable", "no rule") for r in rows), [(r.key, r.direction, r.verdict) for r in rows]
     # the stream's gradient = skip + branch: the local prediction sums both edges
     r1 = _rows_by(rows, "backward")["1"]
@@ -305,9 +305,11 @@ def test_softmax_rule_matches_monte_carlo():
 def test_gelu_silu_by_quadrature_match_monte_carlo():
     z = np.random.default_rng(12).standard_normal(400000) * 1.3 + 0.2
     x = rules.Moments(0.2, 1.3 ** 2 + 0.04)
-    for name, f in (("gelu", rules.UNARY["gelu"]), ("silu", rules.UNARY["silu"]), ("exp", np.exp)):
+    for name, f in (("gelu", rules.UNARY["gelu"]), ("silu", rules.UNARY["silu"])):
         m = rules.unary_forward(f, x)
         assert m.q == pytest.approx(np.mean(f(z) ** 2), rel=0.02), name
+    # exp: E[e^{2z}] = e^{2m + 2v} exactly (a Monte Carlo mean undersamples the log-normal tail)
+    assert rules.unary_forward(np.exp, x).q == pytest.approx(math.exp(0.4 + 2 * 1.69), rel=1e-6)
     h = 1e-4
     dg = (rules.UNARY["gelu"](z + h) - rules.UNARY["gelu"](z - h)) / (2 * h)
     assert rules.unary_backward(1.0, rules.UNARY["gelu"], x) == pytest.approx(np.mean(dg ** 2), rel=0.02)

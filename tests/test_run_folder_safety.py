@@ -245,6 +245,7 @@ def test_every_recipe_passes_and_the_estimate_is_an_upper_bound():
 
 
 # ------------------------------------------------------------------ the Trainer refuses non-finite gradients
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_trainer_refuses_a_step_with_nonfinite_gradients():
     from varlens.train import NonFiniteGradientError, Trainer
     from varlens.utils.data import DataLoader, TensorDataset
@@ -260,5 +261,7 @@ def test_trainer_refuses_a_step_with_nonfinite_gradients():
     assert all(np.array_equal(a.numpy(), p.detach().numpy()) for a, p in zip(before, model.parameters()))
     assert isinstance(NonFiniteGradientError("x"), FloatingPointError)
     tr = Trainer(model, vl.optim.SGD(model.parameters(), lr=0.1), loss_fn, quiet=True, check_finite_grads=False)
-    tr.fit(data, epochs=1)                                   # the option off: the step is applied
+    from varlens.train import NonFiniteLossError
+    with pytest.raises(NonFiniteLossError, match="at step 2"):   # the option off: the NaN step was applied
+        tr.fit(data, epochs=1)
     assert not all(np.isfinite(p.detach().numpy()).all() for p in model.parameters())

@@ -146,7 +146,7 @@ class Net2(nn.Module):
 rng = np.random.default_rng(0)
 protos = rng.normal(size=(10, 3, 32, 32)).astype(np.float32)
 labels_np = rng.integers(0, 10, 400)
-images_np = protos[labels_np] * 0.5 + rng.normal(size=(400, 3, 32, 32)).astype(np.float32)
+images_np = protos[labels_np] * 1.0 + rng.normal(size=(400, 3, 32, 32)).astype(np.float32)
 trainset = torch.utils.data.TensorDataset(torch.from_numpy(images_np[:320]), torch.from_numpy(labels_np[:320]))
 testset = torch.utils.data.TensorDataset(torch.from_numpy(images_np[320:]), torch.from_numpy(labels_np[320:]))
 trainloader = torch.utils.data.DataLoader(trainset, batch_size=4, shuffle=True, num_workers=0)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 
+from varlens.core import graph_nodes as _graph_nodes
 from varlens.core import grad_mode as _gm
 from varlens.core.array import xp as _np
 from varlens.core.tensor import Tensor
@@ -70,13 +71,16 @@ class Function:
 
     @property
     def next_functions(self):
-        return self.next
+        """PyTorch's ((node, index), ...) pairs: a leaf shows as its AccumulateGrad node
+        (``.variable`` is the leaf), an input without grad as (None, 0) (core/graph_nodes.py)."""
+        nt = getattr(self, "_nontensor", ())
+        return _graph_nodes.next_function_pairs([n for i, n in enumerate(self.next) if i not in nt])
 
     def name(self) -> str:
         return type(self).__name__
 
     def __repr__(self):
-        return f"<{type(self).__name__}Backward>"
+        return f"<{_graph_nodes.node_name(self)} object at {hex(id(self))}>"
 
     def forward(self, *args, **kwargs):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -230,6 +234,7 @@ class Function:
         datas = []
         nxt = []
         need = False
+        nt = None   # positions of non-Tensor arguments (left out of next_functions, as PyTorch)
         for a in args:  # one plain loop: measurably cheaper than two comprehensions
             if isinstance(a, T):
                 datas.append(a._data)
@@ -239,6 +244,9 @@ class Function:
                 else:
                     nxt.append(None)
             else:
+                if nt is None:
+                    nt = []
+                nt.append(len(nxt))
                 datas.append(a)
                 nxt.append(None)
         try:
@@ -253,6 +261,8 @@ class Function:
             out = _asarray(out)  # NumPy returns scalars from full reductions; keep 0-d arrays
         if need and _enabled[0] and cls.differentiable:
             ctx.next = nxt
+            if nt is not None:
+                ctx._nontensor = nt
             ctx._oshape = out.shape
             ctx._odtype = out.dtype
             res = T._make(out, ctx)

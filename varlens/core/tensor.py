@@ -11,6 +11,7 @@ import builtins
 import numpy as _np
 
 from varlens.core import array as B
+from varlens.core import graph_nodes as _graph_nodes
 from varlens.core import dtypes as DT
 from varlens.core import grad_mode as _gm
 
@@ -226,7 +227,7 @@ class Tensor:
         if d.dtype not in (DT.get_default_dtype(), DT.int64, DT.bool_):
             extras.append(f"dtype=varlens.{d.dtype}")
         if self._node is not None:
-            extras.append(f"grad_fn=<{type(self._node).__name__}Backward0>")
+            extras.append(f"grad_fn=<{_graph_nodes.node_name(self._node)}>")
         elif self._rg:
             extras.append("requires_grad=True")
         out = "tensor(" + body

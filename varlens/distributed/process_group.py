@@ -310,20 +310,56 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local
 
 def wait_all(requests, what, group):
     """Wait for MPI requests, polling (so MPI progresses) and giving up after the group's
-    timeout with an error naming the operation, which then aborts the job."""
+    timeout with an error naming the operation, which then aborts the job.  Polls without
+    pause for the first millisecond (a short message completes in microseconds), then sleeps
+    between polls, up to 1 ms, so a long wait leaves the core to the other ranks."""
     MPI = _world.mpi
-    if MPI.Request.Testall(requests):
+    testall = MPI.Request.Testall
+    if testall(requests):
         return
-    deadline = time.monotonic() + group.timeout
-    spins = 0
+    now = time.monotonic
+    t0 = now()
+    spin_until = t0 + 1e-3
+    while now() < spin_until:
+        if testall(requests):
+            return
+    deadline = t0 + group.timeout
     pause = 2e-5
-    while not MPI.Request.Testall(requests):
-        spins += 1
-        if spins > 200:
-            time.sleep(pause)
-            pause = min(pause * 1.5, 2e-3)
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"varlens.distributed: {what} on rank {group.comm.Get_rank()} did not complete within "
-                    f"the timeout of {group.timeout:g} s (another rank stopped, or took a different "
-                    "collective); set init_process_group(timeout=...) for longer steps")
+    while not testall(requests):
+        time.sleep(pause)
+        pause = min(pause * 1.5, 1e-3)
+        if now() > deadline:
+            raise RuntimeError(
+                f"varlens.distributed: {what} on rank {group.comm.Get_rank()} did not complete within "
+                f"the timeout of {group.timeout:g} s (another rank stopped, or took a different "
+                "collective); set init_process_group(timeout=...) for longer steps")
+
+
+class ProgressThread:
+    """Keeps MPI's non-blocking operations moving while the main thread computes.
+
+    MPICH advances a non-blocking allreduce only inside MPI calls; DistributedDataParallel's
+    buckets would otherwise mostly wait for the end of backward.  While ``active`` this daemon
+    thread makes a cheap MPI call (Iprobe on a private communicator) every ``interval``
+    seconds; NumPy's matrix products release the GIL, so it runs during the backward's GEMMs."""
+
+    def __init__(self, comm, interval=1e-4):
+        import threading
+        self._comm = comm.Dup()
+        self._interval = interval
+        self._on = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="varlens-mpi-progress", daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        comm, on, sleep, iv = self._comm, self._on, time.sleep, self._interval
+        while True:
+            on.wait()
+            comm.Iprobe()
+            sleep(iv)
+
+    def start(self):
+        self._on.set()
+
+    def stop(self):
+        self._on.clear()

@@ -33,19 +33,45 @@ def add_arguments(parser):
 
 
 def _read(path):
+    """The bytes of ``path`` ('-': stdin); directories, devices (/dev/zero) and FIFOs are refused
+    with a ValueError, before anything is read."""
     if path == "-":
         return sys.stdin.buffer.read()
-    with open(path, "rb") as fh:
-        return fh.read()
+    from varlens.serialization import open_regular_file
+    fh, size = open_regular_file(path, "input")
+    with fh:
+        return fh.read(size)
 
 
 def _write(path, data):
+    """Write ``data`` to ``path`` ('-': stdout) atomically: a temporary file renamed into place,
+    so a failure (full disk) leaves no truncated output.  An existing device or FIFO (/dev/null)
+    is written to directly; a directory is refused (IsADirectoryError)."""
+    import os
+    import stat
     if path == "-":
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
         return
-    with open(path, "wb") as fh:
-        fh.write(data)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise IsADirectoryError(f"output {path!r} is a directory; give a file name")
+    if mode is not None and not stat.S_ISREG(mode):
+        with open(path, "wb") as fh:
+            fh.write(data)
+        return
+    from varlens.serialization import atomic_write_bytes
+    atomic_write_bytes(os.path.realpath(path), data)
+
+
+def _fail(cmd, path, e):
+    """One line for an OSError/RuntimeError while reading or writing ``path``."""
+    why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+    print(f"varlens {cmd}: {path}: {why}", file=sys.stderr)
+    return 1
 
 
 def make_model(args):
@@ -89,8 +115,8 @@ def run(args) -> int:
         return 2
     try:
         data = _read(args.input)
-    except OSError as e:
-        print(f"varlens compress: cannot read {args.input}: {e}", file=sys.stderr)
+    except (OSError, ValueError) as e:
+        print(f"varlens compress: cannot read {args.input}: {getattr(e, 'strerror', None) or e}", file=sys.stderr)
         return 2
     try:
         model = make_model(args)
@@ -100,7 +126,10 @@ def run(args) -> int:
     t0 = time.perf_counter()
     blob = compress(data, model, precision=args.precision)
     dt = time.perf_counter() - t0
-    _write(args.output, blob)
+    try:
+        _write(args.output, blob)
+    except (OSError, RuntimeError) as e:   # full disk, missing folder: no partial output is left
+        return _fail("compress", args.output, e)
     if not args.quiet and args.output != "-":
         bpc = 8 * len(blob) / max(len(data), 1)
         print(f"{args.input}: {len(data)} -> {len(blob)} bytes, {bpc:.4f} bits/char "

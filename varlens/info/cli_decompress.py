@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 import time
 
-from varlens.info.cli_compress import _read, _write
+from varlens.info.cli_compress import _fail, _read, _write
 
 
 def add_arguments(parser):
@@ -19,16 +19,19 @@ def run(args) -> int:
     from varlens.info.compress import decompress
     try:
         blob = _read(args.input)
-    except OSError as e:
-        print(f"varlens decompress: cannot read {args.input}: {e}", file=sys.stderr)
+    except (OSError, ValueError) as e:
+        print(f"varlens decompress: cannot read {args.input}: {getattr(e, 'strerror', None) or e}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
     try:
         data = decompress(blob, checkpoint=args.checkpoint)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, OSError) as e:   # CompressedFileError, a missing or special checkpoint file
         print(f"varlens decompress: {args.input}: {e}", file=sys.stderr)
         return 1
-    _write(args.output, data)
+    try:
+        _write(args.output, data)
+    except (OSError, RuntimeError) as e:   # full disk, missing folder: no partial output is left
+        return _fail("decompress", args.output, e)
     if not args.quiet and args.output != "-":
         print(f"{args.input}: {len(blob)} -> {len(data)} bytes ({time.perf_counter() - t0:.1f} s)",
               file=sys.stderr)

@@ -156,6 +156,11 @@ class BitReader:
         self._pos = 0
         self._nbits = 8 * len(self._data)
 
+    @property
+    def position(self):
+        """Bits read so far (past the end too)."""
+        return self._pos
+
     def read(self):
         p = self._pos
         self._pos = p + 1

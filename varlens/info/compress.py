@@ -26,7 +26,7 @@ from varlens.info.coding import ArithmeticDecoder, ArithmeticEncoder
 from varlens.info.models import Model, PPMModel, from_spec
 
 __all__ = ["compress", "decompress", "read_header", "model_code_length", "compare_compressors", "default_corpus",
-           "MAGIC"]
+           "MAGIC", "CompressedFileError", "max_symbols"]
 
 def single_blas_thread():
     from varlens.info.neural import single_blas_thread as s   # one BLAS thread while coding
@@ -67,17 +67,67 @@ def compress(data, model=None, precision=32):
     return header + payload
 
 
+class CompressedFileError(ValueError):
+    """A file that is not a well-formed ``varlens compress`` output: the message names the problem
+    (bad magic, truncated header, invalid model spec, a declared length the payload cannot hold,
+    a stream that ends early)."""
+
+
+MAX_SPEC_DEPTH = 8     # "mix" specs nest other specs; more levels than this are refused
+
+
+def _depth(x, d=0):
+    if d > MAX_SPEC_DEPTH:
+        return d
+    if isinstance(x, dict):
+        return max([_depth(v, d + 1) for v in x.values()] + [d + 1])
+    if isinstance(x, list):
+        return max([_depth(v, d + 1) for v in x] + [d + 1])
+    return d
+
+
 def read_header(blob):
-    """(model spec dict, original length, crc32, precision, payload offset) of a compressed file."""
-    blob = bytes(blob[:1 << 16])
-    if blob[:4] != MAGIC:
-        raise ValueError(f"blob: expected a varlens compressed file starting with {MAGIC!r}, got {blob[:4]!r}")
+    """(model spec dict, original length, crc32, precision, payload offset) of a compressed file.
+
+    Every field is checked (CompressedFileError names the first problem); the declared length
+    must fit what the payload can hold (see :func:`max_symbols`)."""
+    blob = memoryview(bytes(blob[:(1 << 16) + 32]) if not isinstance(blob, (bytes, bytearray)) else blob)
+    if bytes(blob[:4]) != MAGIC:
+        raise CompressedFileError(f"blob: expected a varlens compressed file starting with {MAGIC!r}, got {bytes(blob[:4])!r}")
+    if len(blob) < 8:
+        raise CompressedFileError(f"truncated header: {len(blob)} bytes, the fixed part alone has 8")
     version, precision, slen = struct.unpack(">BBH", blob[4:8])
     if version != VERSION:
-        raise ValueError(f"blob: expected format version {VERSION}, got {version}")
-    spec = json.loads(blob[8:8 + slen].decode("utf-8"))
+        raise CompressedFileError(f"expected format version {VERSION}, got {version}")
+    if precision not in (32, 64):
+        raise CompressedFileError(f"coder precision {precision} bits: expected 32 or 64")
+    if len(blob) < 20 + slen:
+        raise CompressedFileError(f"truncated header: it declares a {slen}-byte model spec, and with the length and "
+                                  f"CRC needs {20 + slen} bytes, but the file has {len(blob)}")
+    try:
+        spec = json.loads(bytes(blob[8:8 + slen]).decode("utf-8"))
+    except (ValueError, RecursionError) as e:
+        raise CompressedFileError(f"the model spec in the header is not valid UTF-8 JSON ({type(e).__name__})") from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+        raise CompressedFileError(f"the model spec in the header must be an object with a 'name', got {str(spec)[:60]}")
+    if _depth(spec) > MAX_SPEC_DEPTH:
+        raise CompressedFileError(f"the model spec in the header is nested more than {MAX_SPEC_DEPTH} levels deep")
     n, crc = struct.unpack(">QI", blob[8 + slen:20 + slen])
+    payload = len(blob) - (20 + slen)
+    if n > max_symbols(payload, precision):
+        raise CompressedFileError(f"the header declares {n} bytes of output, more than a {payload}-byte payload can "
+                                  f"hold (at most {max_symbols(payload, precision)} with this coder); the file is "
+                                  "corrupt or truncated")
     return spec, n, crc, precision, 20 + slen
+
+
+def max_symbols(payload_bytes, precision):
+    """The most symbols a payload of this size can decode to.  Every model's frequency table sums
+    to at most DEFAULT_TOTAL with each of the 256 bytes at frequency >= 1, so a symbol costs at
+    least -log2(1 - 255/DEFAULT_TOTAL) > 255/DEFAULT_TOTAL bits; the decoder reads at most the
+    payload's bits plus ``precision``."""
+    from varlens.info.models import DEFAULT_TOTAL
+    return (8 * payload_bytes + precision) * DEFAULT_TOTAL // 255 + 1
 
 
 def _with_checkpoint(spec, path):
@@ -103,25 +153,39 @@ def decompress(blob, model=None, checkpoint=None):
             if not found:
                 raise ValueError(f"checkpoint: the file was coded with model {spec.get('name')!r}, "
                                  "which takes no checkpoint")
-        model = from_spec(spec)
+        try:
+            model = from_spec(spec)
+        except (FileNotFoundError, CompressedFileError):
+            raise
+        except (TypeError, ValueError, KeyError, AttributeError, RecursionError, OverflowError) as e:
+            raise CompressedFileError(f"the model spec in the header cannot be built: {str(e)[:300]}") from None
     model.reset()
-    dec = ArithmeticDecoder(blob[start:], precision)
+    payload = blob[start:]
+    dec = ArithmeticDecoder(payload, precision)
+    limit = 8 * len(payload) + precision      # a well-formed stream never reads past this many bits
     out = bytearray()
     freqs, update = model.frequencies, model.update
     with single_blas_thread():
-        for _ in range(n):
+        for i in range(n):
             f = freqs()
             c = np.cumsum(f)
             total = int(c[-1])
+            if total <= 0:
+                raise CompressedFileError("the model gave an empty frequency table")
             t = dec.target(total)
             b = int(np.searchsorted(c, t, side="right"))
+            if b >= len(c):
+                raise CompressedFileError(f"the stream is corrupt: it decodes outside the alphabet at byte {i}")
             lo = int(c[b - 1]) if b else 0
             dec.consume(lo, int(c[b]), total)
             update(b)
             out.append(b)
+            if dec.inp.position > limit:
+                raise CompressedFileError(f"the stream ends after {i + 1} of the {n} bytes its header declares; the "
+                                          "file is truncated or corrupt")
     out = bytes(out)
     if zlib.crc32(out) != crc:
-        raise ValueError("blob: CRC mismatch after decoding; the model is not the one used to compress "
+        raise CompressedFileError("CRC mismatch after decoding; the model is not the one used to compress "
                          "(or is not deterministic), or the file is corrupt")
     return out
 

@@ -50,8 +50,12 @@ DEFAULT_ESCAPE = 2.0 ** -12
 
 
 def file_sha256(path):
+    """SHA-256 hex digest of a regular file (devices such as /dev/zero, FIFOs and directories are
+    refused with a ValueError: hashing them would never end or block)."""
+    from varlens.serialization import open_regular_file
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    fh, _ = open_regular_file(path, "checkpoint")
+    with fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
@@ -110,13 +114,23 @@ def load_checkpoint(path):
     """(float64 weights dict, vocab bytes, config dict) of a checkpoint by :func:`save_checkpoint`."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"checkpoint: no such file {path!r}")
+    import zipfile
+    size = os.path.getsize(path)
+    try:   # entries may not inflate beyond the file (np.savez writes them uncompressed)
+        with zipfile.ZipFile(path) as zf:
+            if sum(zi.file_size for zi in zf.infolist()) > size:
+                raise ValueError("its entries declare more bytes than the file holds")
+    except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError, RuntimeError) as e:
+        raise ValueError(f"checkpoint: {path!r} is not a varlens char-LSTM checkpoint ({e})") from None
     try:
         with np.load(path, allow_pickle=False) as z:
             config = json.loads(str(z["config"]))
             vocab = z["vocab"].tobytes()
             w = {k[2:]: z[k].astype(np.float64) for k in z.files if k.startswith("w/")}
-    except (ValueError, KeyError, OSError) as e:
+    except (ValueError, KeyError, OSError, TypeError, AttributeError, zipfile.BadZipFile) as e:
         raise ValueError(f"checkpoint: {path!r} is not a varlens char-LSTM checkpoint ({e})") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"checkpoint: {path!r} is not a varlens char-LSTM checkpoint (its config is not a dict)")
     if config.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"checkpoint: expected format {CHECKPOINT_FORMAT!r} in {path!r}, got {config.get('format')!r}")
     return w, vocab, config
@@ -139,6 +153,12 @@ class LSTMModel(Model):
     name = "lstm"
 
     def __init__(self, checkpoint, sha256=None, escape=DEFAULT_ESCAPE):
+        if not isinstance(checkpoint, (str, os.PathLike)):
+            raise TypeError(f"checkpoint: expected a path, got {type(checkpoint).__name__}")
+        if sha256 is not None and not isinstance(sha256, str):
+            raise TypeError(f"sha256: expected a hex string, got {type(sha256).__name__}")
+        if not isinstance(escape, (int, float)) or isinstance(escape, bool):
+            raise TypeError(f"escape: expected a number, got {type(escape).__name__}")
         if not 0 < float(escape) < 0.5:
             raise ValueError(f"escape: expected a probability in (0, 0.5), got {escape!r}")
         digest = file_sha256(checkpoint) if os.path.exists(checkpoint) else None

@@ -158,6 +158,7 @@ def he_2015_training(depth=30, width=64, batch=64, steps=60, lr=0.01, seed=0):
     He's converges.  Returns {init: [loss at each step]}.
     """
     from varlens import optim
+    from varlens.train.loop import train_loop
     g = np.random.default_rng(seed)
     X = vl.tensor(g.standard_normal((batch, width)).astype(np.float32))
     T = vl.tensor((g.standard_normal((batch, width)) @ g.standard_normal((width, 1)) / math.sqrt(width))
@@ -166,14 +167,7 @@ def he_2015_training(depth=30, width=64, batch=64, steps=60, lr=0.01, seed=0):
     for init in ("xavier", "he"):
         model = build_mlp(depth, width, "relu", init, out_features=1, final_act=False, seed=seed)
         opt = optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-        losses = []
-        for _ in range(steps):
-            opt.zero_grad()
-            loss = ((model(X) - T) ** 2).mean()
-            loss.backward()
-            opt.step()
-            losses.append(float(loss.item()))
-        curves[init] = losses
+        curves[init] = train_loop(model, lambda _, model=model: ((model(X) - T) ** 2).mean(), range(steps), opt)
     return curves
 
 

@@ -106,6 +106,25 @@ def _bind():
         _fn_module = sys.modules[varlens.autograd.Function.__module__]
 
 
+_RECORDING = []     # lenses whose model's forward is running now
+
+
+def _dispatch(cls, args, kwargs, res):
+    for lens in tuple(_RECORDING):
+        lens._op(cls, args, kwargs, res)
+
+
+def _install():
+    """Point the core's op_hook at the recording lens (None when no forward is being recorded)."""
+    fm = _fn_module
+    if not _RECORDING:
+        fm.op_hook = None
+    elif len(_RECORDING) == 1:
+        fm.op_hook = _RECORDING[0]._op
+    else:
+        fm.op_hook = _dispatch
+
+
 def _saturation_kind(module):
     t = module_kind(module)
     if t in SATURATING:
@@ -190,7 +209,6 @@ class Lens:
         self._calls = {}           # name -> calls in the current pass
         self._produced = {}        # id(output array) -> (array, key)   (within one pass)
         self._stack = []           # module paths running now (innermost last)
-        self._prev_hook = None
         self._hooked = False
         self._order = 0
         for name, mod in model.named_modules():
@@ -252,24 +270,16 @@ class Lens:
         return hook
 
     def _hook(self):
-        fm = _fn_module
-        self._prev_hook = fm.op_hook
-        prev = self._prev_hook
-        if prev is None:
-            fm.op_hook = self._op
-        else:                                   # another lens is attached: both see every op
-            mine = self._op
-
-            def both(cls, args, kwargs, res):
-                prev(cls, args, kwargs, res)
-                mine(cls, args, kwargs, res)
-            fm.op_hook = both
+        if self not in _RECORDING:
+            _RECORDING.append(self)
+        _install()
         self._hooked = True
 
     def _unhook(self):
         if self._hooked:
-            _fn_module.op_hook = self._prev_hook
-            self._prev_hook = None
+            if self in _RECORDING:
+                _RECORDING.remove(self)
+            _install()
             self._hooked = False
 
     def _key(self, name):

@@ -86,12 +86,15 @@ def _bind_torch():
             if op is None or not lens._active:
                 return func(*args, **kwargs)
             pre = None
-            if op not in _VIEWS and _writes_input(func, kwargs) and args and isinstance(args[0], torch.Tensor):
+            if (_INPLACE.get(func) or kwargs.get("inplace")) and op not in _VIEWS and args and \
+                    isinstance(args[0], torch.Tensor):
                 pre = lens._input_moments(args[0])      # an in-place op: its input before it writes
             out = func(*args, **kwargs)
             lens._op(op, func, args, kwargs, out, pre)
             return out
 
+    global _HOST_DTYPES
+    _HOST_DTYPES = (torch.float32, torch.float64)
     _torch, _MODE, _F64 = torch, _OpMode, torch.float64
 
 
@@ -124,6 +127,7 @@ _SKIP = {"getitem", "setitem", "narrow", "select", "chunk", "split", "unbind", "
          "has_torch_function", "is_tensor", "is_grad_enabled", "masked_fill", "where", "index_select",
          "gather", "nonzero", "sort", "topk", "any", "all"}
 _NAMES = {}         # func -> op name, or None (not recorded)
+_INPLACE = {}       # func -> True for an in-place function (relu_, add_, __iadd__)
 
 
 def _op_name(func):
@@ -134,6 +138,8 @@ def _op_name(func):
     except TypeError:           # an unhashable callable: name it every time
         return _name_of(func)
     n = _NAMES[func] = _name_of(func)
+    name = getattr(func, "__name__", "")
+    _INPLACE[func] = (name.endswith("_") and not name.startswith("__")) or name.startswith("__i")
     return n
 
 
@@ -147,13 +153,6 @@ def _name_of(func):
     if core in _VIEWS:
         return core
     return _ALIASES.get(core, core)
-
-
-def _writes_input(func, kwargs):
-    """True for an in-place call (``relu_``, ``x += y``, ``F.relu(x, inplace=True)``)."""
-    name = getattr(func, "__name__", "")
-    return bool(kwargs.get("inplace")) or (name.endswith("_") and not name.startswith("__")) or \
-        name.startswith("__i")
 
 
 # per op kind: the names of its positional arguments; the first is the activation, tensors among
@@ -202,11 +201,15 @@ def _first_tensor(obj):
 # ------------------------------------------------------------------ statistics of one torch tensor
 def _host_view(t):
     """A zero-copy NumPy view of a C-contiguous float32/float64 CPU tensor, else None."""
-    if t.device.type != "cpu" or t.dtype not in (_torch.float32, _torch.float64) or not t.is_contiguous():
+    if not t.is_cpu or t.dtype not in _HOST_DTYPES or not t.is_contiguous():
         return None
-    if t.is_conj() or t.is_neg():
+    try:
+        return t.detach().numpy()
+    except RuntimeError:           # a lazy negation or conjugation view: read it by torch ops
         return None
-    return t.detach().numpy()
+
+
+_HOST_DTYPES = ()                   # torch.float32, torch.float64 once torch is bound
 
 
 def torch_summary(t):
@@ -305,9 +308,11 @@ def _update_numerics(stats, t):
     stats.num_n += int(s.numel())
 
 
-def _update_stats(stats, t, kind, summary):
-    """Merge torch tensor ``t`` into ``stats`` (a records.Stats) exactly as Stats.update does for an array."""
-    a = _host_view(t)
+def _update_stats(stats, t, kind, summary, a=False):
+    """Merge torch tensor ``t`` into ``stats`` (a records.Stats) exactly as Stats.update does for an
+    array (``a``: its host view, or None, when the caller has it)."""
+    if a is False:
+        a = _host_view(t)
     if a is not None:
         stats.update(a, kind, summary)
         return
@@ -340,11 +345,6 @@ def _update_param(stats, t):
         stats._merge_moments(n, mean, m2)
         stats._amax = max(stats._amax, amax)
         stats._width = n
-
-
-def _summary_of(t):
-    a = _host_view(t)
-    return R.summarize(a) if a is not None else torch_summary(t)
 
 
 def _add_units(rec, t, axis, grad=False):
@@ -527,14 +527,16 @@ class TorchLens(Lens):
         return rec
 
     def _summary(self, t):
-        """The summary of ``t`` as it is now (once per tensor object and version per pass)."""
+        """(summary, host view or None) of ``t`` as it is now, once per tensor object and version
+        per pass."""
         hit = self._summ.get(id(t))
         v = t._version
         if hit is not None and hit[0] is t and hit[1] == v:
-            return hit[2]
-        sm = _summary_of(t)
-        self._summ[id(t)] = (t, v, sm)
-        return sm
+            return hit[2], hit[3]
+        a = _host_view(t)
+        sm = R.summarize(a) if a is not None else torch_summary(t)
+        self._summ[id(t)] = (t, v, sm, a)
+        return sm, a
 
     def _base(self, x):
         """The recorded tensor a view was made from (views are not rows: they pass moments on)."""
@@ -586,7 +588,7 @@ class TorchLens(Lens):
                 axes = (0,) + tuple(range(2, xd.dim()))
                 rec.params["channel_mean"] = xd.mean(dim=axes).cpu().numpy()
                 rec.params["channel_q"] = (xd * xd).mean(dim=axes).cpu().numpy()
-        if i == 0 and module is not None and rec.kind in LINEAR_LIKE | POOL_LIKE:
+        if i == 0 and module is not None and rec.kind in _SHAPED:
             rec.params["in_shape"] = tuple(x.shape)
         if i == 0 and self._detail and rec.kind in MIXING_KINDS:
             _feature_means(rec, x)
@@ -595,13 +597,16 @@ class TorchLens(Lens):
     def _measure(self, rec, t, check=True):
         """Output statistics of a record (and the gradient hook on the output); True if the
         output held a NaN or an Inf (``check``: note it at once)."""
-        sm = self._summary(t)
-        _update_stats(rec.out, t, rec.sat_kind, sm)
+        sm, a = self._summary(t)
+        _update_stats(rec.out, t, rec.sat_kind, sm, a)
         bad = bool(sm[5] or sm[6])
         if bad and check:
             self._check_finite(rec, "forward", sm)
         if self._detail:
-            _update_numerics(rec.out, t)
+            if a is not None:
+                rec.out.update_numerics(a)
+            else:
+                _update_numerics(rec.out, t)
         rec.rows = t.shape[0] if t.dim() else 1
         if self.grads and t.requires_grad:
             h = rec.grad_hook
@@ -614,11 +619,12 @@ class TorchLens(Lens):
         def hook(g):
             hit = self._gsumm.get(id(g))
             if hit is not None and hit[0] is g:
-                sm = hit[1]
+                sm, a = hit[1], hit[2]
             else:
-                sm = _summary_of(g) if g.numel() else None
-                self._gsumm[id(g)] = (g, sm)
-            _update_stats(rec.grad, g, None, sm)
+                a = _host_view(g)
+                sm = None if not g.numel() else (R.summarize(a) if a is not None else torch_summary(g))
+                self._gsumm[id(g)] = (g, sm, a)
+            _update_stats(rec.grad, g, None, sm, a)
             if sm is not None and (sm[5] or sm[6]):
                 self._check_finite(rec, "backward", sm)
             if self._detail and g.numel():
@@ -901,6 +907,9 @@ class TorchLens(Lens):
         self._end_pass()
         self._gsumm.clear()
         self._active = False
+
+
+_SHAPED = LINEAR_LIKE | POOL_LIKE        # module kinds whose rule reads the input's shape
 
 
 def _is_param(t):

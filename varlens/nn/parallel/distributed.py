@@ -140,6 +140,8 @@ class DistributedDataParallel(Module):
         d["_next_launch"] = 0
         d["_local_sq"] = None  # a float when lens.DistributedNoiseScale asks: |local gradient|^2 of the last backward
         d["_timing"] = {"wait_s": 0.0, "finish_s": 0.0}  # the last backward's end: MPI wait, all
+        # a thread that keeps the allreduces moving during the backward's matrix products
+        d["_progress"] = _pg.ProgressThread(g.comm) if self._world > 1 else None
         d["_hooks"] = [p.register_post_accumulate_grad_hook(self._make_hook(i)) for i, p in enumerate(params)]
 
     # ------------------------------------------------------------------ wrap time
@@ -276,11 +278,14 @@ class DistributedDataParallel(Module):
         b.launched = True
         if self._world > 1:
             b.request = self.process_group.comm.Iallreduce(_pg._world.mpi.IN_PLACE, b.flat)
+            self._progress.start()
 
     def _finish(self):
         """End of backward: start what is left, wait, agree on late buckets, write .grad."""
         d = self.__dict__
         d["_armed"] = False
+        if d["_progress"] is not None:
+            d["_progress"].stop()
         t0 = time.perf_counter()
         g = self.process_group
         d["_timing"]["early_buckets"] = sum(1 for b in self._buckets if b.launched)  # started during backward

@@ -39,15 +39,16 @@ ERF_Q = (1.0, 5.0724598763e-01, 1.1647350081e-01, 1.5443819877e-02,
 
 
 def numba_module():
-    """numba, or None when it is missing or disabled by ``VARLENS_NO_NUMBA``."""
-    if os.environ.get("VARLENS_NO_NUMBA", "") not in ("", "0"):
-        return None
+    """numba, or None when it is missing or disabled by ``VARLENS_NO_NUMBA`` (read on the
+    first call: the ops ask on every call, and os.environ costs a microsecond)."""
     nb = _state.get("numba")
     if nb is None:
-        try:
-            import numba as nb
-        except ImportError:
-            nb = False
+        nb = False
+        if os.environ.get("VARLENS_NO_NUMBA", "") in ("", "0"):
+            try:
+                import numba as nb
+            except ImportError:
+                nb = False
         _state["numba"] = nb
     return nb or None
 

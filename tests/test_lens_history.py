@@ -145,3 +145,20 @@ def test_lens_callback_writes_the_history(tmp_path):
     cb.on_fit_end(T)
     for f in ("lens_history.json", "lens_moments_forward.png", "lens_moments_backward.png", "lens_histograms.png"):
         assert (tmp_path / f).exists(), f
+
+
+def test_noise_scale_warns_when_it_cannot_be_trusted():
+    from varlens.lens import noise_scale as ns
+    rng = np.random.default_rng(0)
+    # a tiny true gradient and large noise: |G|^2 comes out <= 0 or B_simple far above b_big
+    d, b_small, b_big = 50, 4, 16
+    G = np.full(d, 1e-3)
+    est = ns.estimate(lambda b: G + rng.standard_normal((b, d)).mean(0), None, b_small, b_big, n_batches=50, rng=rng)
+    assert est.warnings and any(("<= 0" in w) or ("beyond the measured range" in w) for w in est.warnings)
+    # a healthy case: no warning, and the recommendation states its assumption
+    G = np.full(d, 1.0)
+    est = ns.estimate(lambda b: G + rng.standard_normal((b, d)).mean(0), None, 4, 256, n_batches=400, rng=rng)
+    assert not est.warnings, est.warnings
+    rec = est.recommend(32, 0.1)
+    assert "B_noise = B_simple" in rec["assumption"] and rec["warnings"] == []
+    assert abs(est.b_simple - d / d) < 0.5        # tr(Sigma)/|G|^2 = 50 / 50

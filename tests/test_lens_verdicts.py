@@ -109,6 +109,7 @@ def test_zero_initialised_branches_are_zero_init_not_vanishing(kind):
     assert all(r.verdict == "stable" for r in rows if r.op == "add" and r.direction == "forward")
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_an_overflowed_tensor_is_non_finite_not_vanishing():
     class Boom(nn.Module):
         def forward(self, x):
@@ -138,6 +139,7 @@ def test_an_all_nan_tensor_keeps_its_row_its_count_and_its_json():
     assert lens.first_nonfinite["forward"]["inputs_finite"] is False     # the data was NaN already
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_all_nan_backward_is_not_read_as_stable():
     class Sq(nn.Module):
         def forward(self, x):

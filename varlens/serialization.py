@@ -52,6 +52,7 @@ A reader sees the old file or the new one, never half of one.
 from __future__ import annotations
 
 import ast
+import errno
 import hashlib
 import importlib
 import io
@@ -557,8 +558,23 @@ def atomic_write_bytes(path, data):
     """Write ``data`` to ``path`` atomically (temp file, flush, fsync, rename, fsync dir).
 
     The temporary file is ``.NAME.XXXX.tmp`` next to ``path``; on any failure (a full disk, a
-    file-size limit) it is removed and the error re-raised, and ``path`` is left as it was."""
+    file-size limit) it is removed and the error re-raised, and ``path`` is left as it was.  A
+    symbolic link is followed (its target is replaced, the link stays); an existing device or
+    FIFO (``/dev/null``) is written to directly, never replaced; a directory raises
+    IsADirectoryError."""
     path = os.fspath(path)
+    if os.path.islink(path):
+        path = os.path.realpath(path)
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
+    if mode is not None and not stat.S_ISREG(mode):
+        with open(path, "wb") as f:
+            f.write(data)
+        return
     d = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(d):
         raise RuntimeError(f"Parent directory {d} does not exist (cannot write {path!r}; create it first, "

@@ -32,7 +32,9 @@ class Net(nn.Module):
         self.scale = nn.Parameter(torch.tensor([0.7]))
         self.side = nn.Linear(5, 3) if unused_branch else None
 
-    def forward(self, x, use_side=True):
+    def forward(self, x, use_side=True, extra=False):
+        if extra:  # out.bias used at the input too: a late delivery, after its bucket (the first) started
+            x = x * (1 + 0.1 * self.out.bias.sum())
         h = torch.tanh(self.fc1(x))
         h = torch.tanh(self.fc2(h)) * self.scale * self.scale  # scale gets two deliveries
         y = self.out(h)
@@ -76,6 +78,26 @@ for opt_name, make_opt, cap in (("SGD", lambda ps: torch.optim.SGD(ps, lr=0.1, m
     err = rel_err(model, ref)
     assert err <= 1e-12, f"rank {rank}: DDP {opt_name} differs from one process by {err:.3g}"
     print(f"rank {rank} {opt_name}: relative error {err:.2g} after {K} steps", flush=True)
+
+# the graph changes between steps (out.bias also used at the input on odd steps): the bucket whose
+# gradient arrives after it started is reduced again; and static_graph=True on a fixed graph
+for static in (False, True):
+    torch.manual_seed(0)
+    model = Net()
+    ref = copy.deepcopy(model)
+    ddp = DDP(model, bucket_cap_mb=1e-5, static_graph=static)
+    opt, ref_opt = torch.optim.SGD(ddp.parameters(), lr=0.1), torch.optim.SGD(ref.parameters(), lr=0.1)
+    for k in range(K):
+        extra = (k % 2 == 1) and not static
+        opt.zero_grad()
+        F.cross_entropy(ddp(X[k, lo:hi], extra=extra), Y[k, lo:hi]).backward()
+        assert ddp._timing["redone_buckets"] == (1 if extra and k > 0 else 0), (k, ddp._timing)
+        opt.step()
+        ref_opt.zero_grad()
+        F.cross_entropy(ref(X[k], extra=extra), Y[k]).backward()
+        ref_opt.step()
+    err = rel_err(model, ref)
+    assert err <= 1e-12, f"rank {rank}: DDP with a changing graph (static={static}) differs by {err:.3g}"
 
 # no_sync: two micro-batches accumulated locally, averaged once, equal one step on 2 x B
 torch.manual_seed(0)

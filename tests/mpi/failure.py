@@ -22,6 +22,7 @@ t = torch.ones(4)
 dist.all_reduce(t)
 print(f"rank {rank} passed the first allreduce", flush=True)
 if rank == 1:
+    print(f"failing at {time.time():.3f}", flush=True)  # the test measures from here to the job's end
     if mode == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     elif mode == "raise":

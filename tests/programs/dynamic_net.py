@@ -26,11 +26,11 @@ class DynamicNet(torch.nn.Module):
 
 random.seed(0)
 torch.manual_seed(0)
-x = torch.linspace(-math.pi, math.pi, 2000)
+x = torch.linspace(-1, 1, 2000)   # [-pi, pi] in the tutorial: 30000 steps at lr 1e-8
 y = torch.sin(x)
 model = DynamicNet()
 criterion = torch.nn.MSELoss(reduction='sum')
-optimizer = torch.optim.SGD(model.parameters(), lr=1e-8, momentum=0.9)
+optimizer = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
 for t in range(30000 // 10):
     y_pred = model(x)
     loss = criterion(y_pred, y)

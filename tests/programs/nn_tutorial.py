@@ -178,7 +178,7 @@ def get_data(train_ds, valid_ds, bs):
 
 train_dl, valid_dl = get_data(train_ds, valid_ds, bs)
 model, opt = get_model()
-fit(epochs, model, loss_func, opt, train_dl, valid_dl)
+linear_val_loss = fit(epochs, model, loss_func, opt, train_dl, valid_dl)
 
 
 # ---- CNN with Lambda, nn.Sequential, WrappedDataLoader, AdaptiveAvgPool2d
@@ -225,4 +225,5 @@ model = nn.Sequential(
 model.to(dev)
 opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 val_loss = fit(epochs, model, loss_func, opt, train_dl, valid_dl)
-print(f"final_loss: {val_loss:.6f}")
+print(f"cnn_val_loss: {val_loss:.6f}")
+print(f"final_loss: {linear_val_loss:.6f}")

@@ -44,27 +44,15 @@ def _read(path):
 
 
 def _write(path, data):
-    """Write ``data`` to ``path`` ('-': stdout) atomically: a temporary file renamed into place,
-    so a failure (full disk) leaves no truncated output.  An existing device or FIFO (/dev/null)
-    is written to directly; a directory is refused (IsADirectoryError)."""
-    import os
-    import stat
+    """Write ``data`` to ``path`` ('-': stdout) atomically (varlens.serialization.atomic_write_bytes:
+    a temporary file renamed into place, so a failure such as a full disk leaves no truncated
+    output; /dev/null and FIFOs are written to directly; a directory raises IsADirectoryError)."""
     if path == "-":
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
         return
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        mode = None
-    if mode is not None and stat.S_ISDIR(mode):
-        raise IsADirectoryError(f"output {path!r} is a directory; give a file name")
-    if mode is not None and not stat.S_ISREG(mode):
-        with open(path, "wb") as fh:
-            fh.write(data)
-        return
     from varlens.serialization import atomic_write_bytes
-    atomic_write_bytes(os.path.realpath(path), data)
+    atomic_write_bytes(path, data)
 
 
 def _fail(cmd, path, e):

@@ -33,7 +33,12 @@ def add_arguments(p):
     p.add_argument("--mean-field-only", action="store_true",
                    help="with --sigma-w2: print q*, chi_1, the phase and the depth scales, and build no network")
     p.add_argument("--batch", type=int, default=128, help="rows per step")
-    p.add_argument("--steps", type=int, default=1, help="forward/backward passes to average over")
+    p.add_argument("--steps", type=int, default=1,
+                   help="batches; with --recipe/--checkpoint the recipe's optimiser steps after each one "
+                        "and the moments are shown per step (see --no-update)")
+    p.add_argument("--no-update", action="store_true",
+                   help="with --steps: pool the passes without optimiser steps (the old behaviour)")
+    p.add_argument("--history", metavar="JSON", help="with --recipe --steps N: write the per-step lens history")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="PATH", help="write the JSON report (schema: docs/lens.md); '-' for stdout")
     p.add_argument("--plot", metavar="PNG", help="write a PNG plot (depth profile, or attention per head)")
@@ -89,6 +94,9 @@ def _run(args) -> int:
         print(f"recommended batch {rec['recommended_batch']}; from batch 32 at lr 0.1: linear rule lr "
               f"{rec['linear_rule_lr']:.3g}, sqrt rule lr {rec['sqrt_rule_lr']:.3g}, McCandlish eta_opt "
               f"{rec['mccandlish_lr']:.3g}. {rec['note']}")
+        print(f"assumption: {rec['assumption']}")
+        for w in est.warnings:
+            print(f"warning: {w}")
         if args.json:
             doc = {"schema": "varlens.noise_scale/1", "estimate": est.as_dict(), "closed_form": truth,
                    "recommendation": rec}
@@ -200,7 +208,7 @@ def _run_recipe(args):
             print(f"varlens lens: {e}", file=sys.stderr)
             return 2
         label = f"recipe {args.recipe} at initialisation"
-    model, _, _, loss_fn, (train, _, _), _ = recipes.build_run(cfg, standardizer_state=st)
+    model, opt, _, loss_fn, (train, _, _), _ = recipes.build_run(cfg, standardizer_state=st)
     if state is not None:
         try:
             restore_weights(model, state, path)
@@ -208,18 +216,50 @@ def _run_recipe(args):
             print(f"varlens lens: {e}", file=sys.stderr)
             return 2
     model.train()
-    lens = Lens(model, weight_every=1)
+    # --steps N trains: the recipe's optimiser takes a step after each pass and a LensHistory keeps
+    # one point per step (so the moments' evolution is shown); --no-update pools N passes instead.
+    history = None
+    if args.steps > 1 and not args.no_update:
+        from varlens.lens.history import LensHistory
+        history = LensHistory(model, every=1)
+        lens = history.lens
+    else:
+        lens = Lens(model, weight_every=1)
+    rows = None
     try:
         for i, (xb, yb) in enumerate(train):
+            opt.zero_grad()
             loss_fn(model(xb), yb).backward()
-            lens.step()
-            model.zero_grad()
-            if i + 1 >= args.steps:
+            last = i + 1 >= args.steps
+            if history is None:
+                lens.step()
+            else:
+                if last:
+                    rows = compare(lens)        # the last step's own rows, before its update
+                opt.step()
+                history.step(i)
+            if last:
                 break
     finally:
-        lens.detach()
-    rows = compare(lens)
-    print(f"== {label}: {lens.steps_sampled} batch(es) of {cfg.get('batch_size')} ==")
+        if history is not None:
+            history.detach()
+        else:
+            lens.detach()
+    if rows is None:
+        rows = compare(lens)
+    n_batches = args.steps if history is not None else lens.steps_sampled
+    print(f"== {label}: {n_batches} batch(es) of {cfg.get('batch_size')}"
+          f"{', training (one optimiser step per batch)' if history is not None else ''} ==")
+    if history is not None:
+        keys = history.keys("forward")[:8]
+        print("E[x²] per step (forward), first layers:")
+        print("step   " + " ".join(f"{k[:12]:>12s}" for k in keys))
+        for p in history.points:
+            vals = {r["key"]: r["measured"] for r in p["rows"] if r["direction"] == "forward"}
+            print(f"{p['step']:<6d} " + " ".join(f"{vals.get(k, float('nan')):12.4g}" for k in keys))
+        if args.history:
+            history.save(args.history)
+            print(f"wrote {args.history}")
     print(report.table([r for r in rows if r.direction == "forward"], max_rows=args.rows))
     print(report.table([r for r in rows if r.direction == "backward"], max_rows=args.rows).split("\n", 2)[-1])
     print(report.summary_text(summary(rows)))

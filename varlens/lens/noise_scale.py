@@ -19,6 +19,8 @@ import math
 
 import numpy as np
 
+FAR_ABOVE = 10      # B_simple this many times the larger batch: extrapolated too far to trust
+
 
 @dataclasses.dataclass
 class NoiseScale:
@@ -49,10 +51,36 @@ class NoiseScale:
             out["mccandlish_lr"] = eta_max / (1 + self.b_simple / rec)
             out["note"] = ("linear and sqrt rules hold only below B_noise; beyond it the lr is capped by "
                            "curvature (eta_opt saturates at eta_max)")
+        out["assumption"] = ("the recommended batch takes B_noise = B_simple, which holds when the Hessian is "
+                             "close to a multiple of the identity (McCandlish et al. 2018, sec. 2.2); with "
+                             "ill-conditioned curvature B_noise is smaller")
+        out["warnings"] = self.warnings
+        return out
+
+    @property
+    def warnings(self):
+        """When not to trust the estimate: its pieces went negative, or it is far outside the measured range."""
+        out = []
+        if not self.g2 > 0:
+            out.append(f"|G|^2 estimated as {self.g2:.3g} <= 0: at batch sizes {self.b_small} and {self.b_big} "
+                       "the mean gradient is buried in noise, so B_simple is infinite or negative; measure "
+                       "with a larger b_big or more batches")
+        if not self.trace > 0:
+            out.append(f"tr(Sigma) estimated as {self.trace:.3g} <= 0 (sampling noise): B_simple is meaningless; "
+                       "use more batches")
+        if self.g2 > 0 and self.trace > 0 and self.b_simple > FAR_ABOVE * self.b_big:
+            out.append(f"B_simple = {self.b_simple:.3g} is more than {FAR_ABOVE}x the larger batch used "
+                       f"({self.b_big}): the estimate extrapolates far beyond the measured range (the two "
+                       "squared norms barely differ); measure again with b_big nearer to it")
+        if math.isfinite(self.b_simple) and self.b_simple > 0 and self.b_simple_se > 0.5 * self.b_simple:
+            out.append(f"the standard error ({self.b_simple_se:.3g}) is more than half of B_simple: "
+                       "use more batches")
         return out
 
     def as_dict(self):
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        d["warnings"] = self.warnings
+        return d
 
 
 def estimate(grad_fn, n_examples, b_small=8, b_big=128, n_batches=64, seed=0, rng=None):

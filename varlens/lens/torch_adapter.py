@@ -448,7 +448,8 @@ class TorchLens(Lens):
         self._handles = []
         self._calls = {}
         self._produced = {}       # id(tensor) -> (tensor, version, key)          within one pass
-        self._summ = {}           # id(tensor) -> (tensor, version, summary)
+        self._summ = {}           # id(tensor) -> (tensor, version, summary, host view)
+        self._moms = {}           # id(tensor) -> (tensor, version, moments) of inputs no record produced
         self._alias = {}          # id(view) -> (view, base): views pass their base's moments and producer on
         self._gsumm = {}          # id(grad) -> (grad, summary)                    within one backward
         self._stack = []          # paths of the modules running now (innermost last)
@@ -507,6 +508,7 @@ class TorchLens(Lens):
         self._calls.clear()
         self._produced.clear()
         self._summ.clear()
+        self._moms.clear()
         self._alias.clear()
         self._stack.clear()
         self._pre.clear()
@@ -557,7 +559,12 @@ class TorchLens(Lens):
             if sm[0] == 0:
                 return float("nan"), float("nan"), key
             return sm[1], sm[2] / sm[0] + sm[1] * sm[1], key
-        mo = torch_moments(x)
+        hit = self._moms.get(id(x))                 # data: the model and its first layer share it
+        if hit is not None and hit[0] is x and hit[1] == x._version:
+            mo = hit[2]
+        else:
+            mo = torch_moments(x)
+            self._moms[id(x)] = (x, x._version, mo)
         if mo is None:
             return float("nan"), float("nan"), key
         return mo[1], mo[2], key

@@ -530,6 +530,8 @@ class ReLU(Function):
         return y
 
     def backward(self, g):
+        if g.__class__ is xp.ndarray:
+            return _KP.relu_grad(g, self.saved[0])  # one compiled pass for float32
         return g * (self.saved[0] > 0)
 
 

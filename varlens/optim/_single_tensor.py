@@ -1,6 +1,18 @@
 """Helpers shared by the single-tensor optimiser updates of nadam.py, radam.py, adamax.py, asgd.py,
 rprop.py and adafactor.py: the gradient an update uses (maximize, coupled or decoupled weight
 decay), Adam's second moment rounded as PyTorch's, and the base class of Adam's variants.
+
+Each of NAdam, RAdam, Adamax, ASGD, Rprop, Adafactor and Muon follows PyTorch's single-tensor
+update (its argument names, defaults, state keys and order of floating-point operations), so
+float64 trajectories agree with ``torch.optim`` to rounding (tests/test_optim_more.py runs 50 steps of each, with a save/load half-way).  As
+in the rest of varlens.optim the updates run in place on the raw arrays, outside the graph,
+and bump each parameter's version counter.
+
+Notation in their docstrings: g is the gradient at step t (after ``maximize`` flips its sign and
+coupled ``weight_decay`` adds ``wd * p``), m and v are Adam's running averages (seed 004 §B.1.4).
+
+``foreach``, ``capturable`` and ``fused`` are accepted and ignored (one NumPy code path);
+``differentiable=True`` is refused, as in the other varlens optimisers.
 """
 from __future__ import annotations
 

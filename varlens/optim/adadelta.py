@@ -13,6 +13,7 @@ has no second running average.
 from __future__ import annotations
 
 from varlens.core import array as B
+from varlens.ops.kernels import optim as _KO
 from varlens.optim.optimizer import (Optimizer, _check_range, _new_step, _no_differentiable,
                                      _step_count)
 from varlens.core.tensor import Tensor
@@ -59,6 +60,9 @@ class Adadelta(Optimizer):
                     g = g + wd * w
                 sq = st["square_avg"]._data
                 acc = st["acc_delta"]._data
+                if _KO.adadelta_step(w, p.grad._data, sq, acc, lr, rho, eps, wd, maximize):
+                    p._version[0] += 1  # float32: one compiled pass (ops/kernels/optim.py)
+                    continue
                 sq *= rho
                 sq += (1 - rho) * g * g
                 std = sqrt(sq + eps)

@@ -1,22 +1,11 @@
-"""Adafactor, as torch.optim.Adafactor.
+"""Adafactor, as torch.optim.Adafactor (PyTorch's single-tensor update; what the optimisers of this
+kind share, and the notation below, is in varlens/optim/_single_tensor.py).
 
-It follows PyTorch's single-tensor update (its argument names, defaults, state keys and
-order of floating-point operations), so float64 trajectories agree with ``torch.optim`` to
-rounding (tests/test_optim_more.py runs 50 steps of each, with a save/load half-way).  As
-in the rest of varlens.optim the updates run in place on the raw arrays, outside the graph,
-and bump each parameter's version counter.
-
-With g the gradient at step t (after ``maximize`` flips its sign and coupled
-``weight_decay`` adds ``wd * p``), m and v Adam's running averages (seed 004 §B.1.4):
-
-* Adafactor (Shazeer & Stern 2018, as PyTorch): RMS scaling with a factored second moment.
-  For a matrix gradient only the running means of g^2 over rows (R) and columns (C) are
-  kept and ``V = R C / mean(R)`` (a rank-one estimate); vectors keep the full V.  The
-  averaging weight is ``t^beta2_decay``, the step ``max(eps2, RMS(p)) min(lr, 1/sqrt(t))``
-  times ``g / sqrt(V)`` clipped to RMS at most ``d``; weight decay is decoupled, ``p *= 1 - lr wd``.
-
-``foreach``, ``capturable`` and ``fused`` are accepted and ignored (one NumPy code path);
-``differentiable=True`` is refused, as in the other varlens optimisers.
+Adafactor (Shazeer & Stern 2018, as PyTorch): RMS scaling with a factored second moment.
+For a matrix gradient only the running means of g^2 over rows (R) and columns (C) are
+kept and ``V = R C / mean(R)`` (a rank-one estimate); vectors keep the full V.  The
+averaging weight is ``t^beta2_decay``, the step ``max(eps2, RMS(p)) min(lr, 1/sqrt(t))``
+times ``g / sqrt(V)`` clipped to RMS at most ``d``; weight decay is decoupled, ``p *= 1 - lr wd``.
 """
 from __future__ import annotations
 

@@ -1,19 +1,8 @@
-"""Adamax, as torch.optim.Adamax.
+"""Adamax, as torch.optim.Adamax (PyTorch's single-tensor update; what the optimisers of this
+kind share, and the notation below, is in varlens/optim/_single_tensor.py).
 
-It follows PyTorch's single-tensor update (its argument names, defaults, state keys and
-order of floating-point operations), so float64 trajectories agree with ``torch.optim`` to
-rounding (tests/test_optim_more.py runs 50 steps of each, with a save/load half-way).  As
-in the rest of varlens.optim the updates run in place on the raw arrays, outside the graph,
-and bump each parameter's version counter.
-
-With g the gradient at step t (after ``maximize`` flips its sign and coupled
-``weight_decay`` adds ``wd * p``), m and v Adam's running averages (seed 004 §B.1.4):
-
-* Adamax (Kingma & Ba 2015, §7.1): Adam with the L2 norm of the second moment replaced by
-  an infinity norm, ``u <- max(beta2 u, |g| + eps)``, ``p -= lr / (1 - beta1^t) * m / u``.
-
-``foreach``, ``capturable`` and ``fused`` are accepted and ignored (one NumPy code path);
-``differentiable=True`` is refused, as in the other varlens optimisers.
+Adamax (Kingma & Ba 2015, §7.1): Adam with the L2 norm of the second moment replaced by
+an infinity norm, ``u <- max(beta2 u, |g| + eps)``, ``p -= lr / (1 - beta1^t) * m / u``.
 """
 from __future__ import annotations
 

@@ -1,21 +1,10 @@
-"""ASGD, as torch.optim.ASGD.
+"""ASGD, as torch.optim.ASGD (PyTorch's single-tensor update; what the optimisers of this
+kind share, and the notation below, is in varlens/optim/_single_tensor.py).
 
-It follows PyTorch's single-tensor update (its argument names, defaults, state keys and
-order of floating-point operations), so float64 trajectories agree with ``torch.optim`` to
-rounding (tests/test_optim_more.py runs 50 steps of each, with a save/load half-way).  As
-in the rest of varlens.optim the updates run in place on the raw arrays, outside the graph,
-and bump each parameter's version counter.
-
-With g the gradient at step t (after ``maximize`` flips its sign and coupled
-``weight_decay`` adds ``wd * p``), m and v Adam's running averages (seed 004 §B.1.4):
-
-* ASGD (Polyak & Juditsky 1992, as PyTorch): SGD with a decaying step
-  ``eta_t = lr / (1 + lambd lr t)^alpha`` and a weight decay ``p *= 1 - lambd eta``; it keeps a
-  running average ``ax`` of the iterates (the average starts once ``t > t0``), stored in
-  ``optimizer.state[p]['ax']``.  ``eta`` and ``mu`` are float32 scalars, as in PyTorch.
-
-``foreach``, ``capturable`` and ``fused`` are accepted and ignored (one NumPy code path);
-``differentiable=True`` is refused, as in the other varlens optimisers.
+ASGD (Polyak & Juditsky 1992, as PyTorch): SGD with a decaying step
+``eta_t = lr / (1 + lambd lr t)^alpha`` and a weight decay ``p *= 1 - lambd eta``; it keeps a
+running average ``ax`` of the iterates (the average starts once ``t > t0``), stored in
+``optimizer.state[p]['ax']``.  ``eta`` and ``mu`` are float32 scalars, as in PyTorch.
 """
 from __future__ import annotations
 

@@ -1,24 +1,13 @@
-"""Muon, as torch.optim.Muon.
+"""Muon, as torch.optim.Muon (PyTorch's single-tensor update; what the optimisers of this
+kind share, and the notation below, is in varlens/optim/_single_tensor.py).
 
-It follows PyTorch's single-tensor update (its argument names, defaults, state keys and
-order of floating-point operations), so float64 trajectories agree with ``torch.optim`` to
-rounding (tests/test_optim_more.py runs 50 steps of each, with a save/load half-way).  As
-in the rest of varlens.optim the updates run in place on the raw arrays, outside the graph,
-and bump each parameter's version counter.
-
-With g the gradient at step t (after ``maximize`` flips its sign and coupled
-``weight_decay`` adds ``wd * p``), m and v Adam's running averages (seed 004 §B.1.4):
-
-* Muon (Jordan et al. 2024): for 2-D weights, heavy-ball momentum (Nesterov by default)
-  whose direction is replaced by the nearest semi-orthogonal matrix ``U V^T`` (from the SVD
-  ``U S V^T`` of the momentum), computed by five Newton-Schulz iterations
-  ``X <- a X + (b A + c A^2) X`` with ``A = X X^T``.  PyTorch runs that iteration in bfloat16;
-  varlens emulates it (float32 products rounded to bfloat16 after every operation), which
-  gives PyTorch's update exactly for small matrices and to one bfloat16 unit in the last
-  place when the summation order of a larger product differs.
-
-``foreach``, ``capturable`` and ``fused`` are accepted and ignored (one NumPy code path);
-``differentiable=True`` is refused, as in the other varlens optimisers.
+Muon (Jordan et al. 2024): for 2-D weights, heavy-ball momentum (Nesterov by default)
+whose direction is replaced by the nearest semi-orthogonal matrix ``U V^T`` (from the SVD
+``U S V^T`` of the momentum), computed by five Newton-Schulz iterations
+``X <- a X + (b A + c A^2) X`` with ``A = X X^T``.  PyTorch runs that iteration in bfloat16;
+varlens emulates it (float32 products rounded to bfloat16 after every operation), which
+gives PyTorch's update exactly for small matrices and to one bfloat16 unit in the last
+place when the summation order of a larger product differs.
 """
 from __future__ import annotations
 

@@ -1,23 +1,12 @@
-"""NAdam, as torch.optim.NAdam.
+"""NAdam, as torch.optim.NAdam (PyTorch's single-tensor update; what the optimisers of this
+kind share, and the notation below, is in varlens/optim/_single_tensor.py).
 
-It follows PyTorch's single-tensor update (its argument names, defaults, state keys and
-order of floating-point operations), so float64 trajectories agree with ``torch.optim`` to
-rounding (tests/test_optim_more.py runs 50 steps of each, with a save/load half-way).  As
-in the rest of varlens.optim the updates run in place on the raw arrays, outside the graph,
-and bump each parameter's version counter.
-
-With g the gradient at step t (after ``maximize`` flips its sign and coupled
-``weight_decay`` adds ``wd * p``), m and v Adam's running averages (seed 004 §B.1.4):
-
-* NAdam (Dozat 2016): Adam whose momentum looks one step ahead.  The momentum coefficient
-  itself warms up, ``mu_t = beta1 (1 - 0.5 * 0.96^(t * momentum_decay))``, and the step
-  combines the current gradient and the running mean with the products of the mu's:
-  ``p -= lr (1 - mu_t) / (1 - prod_{i<=t} mu_i) * g / d + lr mu_{t+1} / (1 - prod_{i<=t+1} mu_i) * m / d``
-  with ``d = sqrt(v / (1 - beta2^t)) + eps``.  PyTorch keeps the product ``mu_product`` in a
-  float32 scalar; varlens does too, so the step sizes agree bit for bit.
-
-``foreach``, ``capturable`` and ``fused`` are accepted and ignored (one NumPy code path);
-``differentiable=True`` is refused, as in the other varlens optimisers.
+NAdam (Dozat 2016): Adam whose momentum looks one step ahead.  The momentum coefficient
+itself warms up, ``mu_t = beta1 (1 - 0.5 * 0.96^(t * momentum_decay))``, and the step
+combines the current gradient and the running mean with the products of the mu's:
+``p -= lr (1 - mu_t) / (1 - prod_{i<=t} mu_i) * g / d + lr mu_{t+1} / (1 - prod_{i<=t+1} mu_i) * m / d``
+with ``d = sqrt(v / (1 - beta2^t)) + eps``.  PyTorch keeps the product ``mu_product`` in a
+float32 scalar; varlens does too, so the step sizes agree bit for bit.
 """
 from __future__ import annotations
 

@@ -1,22 +1,11 @@
-"""RAdam, as torch.optim.RAdam.
+"""RAdam, as torch.optim.RAdam (PyTorch's single-tensor update; what the optimisers of this
+kind share, and the notation below, is in varlens/optim/_single_tensor.py).
 
-It follows PyTorch's single-tensor update (its argument names, defaults, state keys and
-order of floating-point operations), so float64 trajectories agree with ``torch.optim`` to
-rounding (tests/test_optim_more.py runs 50 steps of each, with a save/load half-way).  As
-in the rest of varlens.optim the updates run in place on the raw arrays, outside the graph,
-and bump each parameter's version counter.
-
-With g the gradient at step t (after ``maximize`` flips its sign and coupled
-``weight_decay`` adds ``wd * p``), m and v Adam's running averages (seed 004 §B.1.4):
-
-* RAdam (Liu et al. 2019): Adam whose adaptive denominator is switched on only once the
-  variance of the running average v is tractable.  With ``rho_inf = 2/(1 - beta2) - 1`` and
-  ``rho_t = rho_inf - 2 t beta2^t / (1 - beta2^t)``: while ``rho_t <= 5`` the step is plain
-  momentum SGD with bias-corrected m; afterwards it is Adam's step times the rectifier
-  ``r_t = sqrt((rho_t - 4)(rho_t - 2) rho_inf / ((rho_inf - 4)(rho_inf - 2) rho_t))``.
-
-``foreach``, ``capturable`` and ``fused`` are accepted and ignored (one NumPy code path);
-``differentiable=True`` is refused, as in the other varlens optimisers.
+RAdam (Liu et al. 2019): Adam whose adaptive denominator is switched on only once the
+variance of the running average v is tractable.  With ``rho_inf = 2/(1 - beta2) - 1`` and
+``rho_t = rho_inf - 2 t beta2^t / (1 - beta2^t)``: while ``rho_t <= 5`` the step is plain
+momentum SGD with bias-corrected m; afterwards it is Adam's step times the rectifier
+``r_t = sqrt((rho_t - 4)(rho_t - 2) rho_inf / ((rho_inf - 4)(rho_inf - 2) rho_t))``.
 """
 from __future__ import annotations
 

@@ -1,20 +1,9 @@
-"""Rprop, as torch.optim.Rprop.
+"""Rprop, as torch.optim.Rprop (PyTorch's single-tensor update; what the optimisers of this
+kind share, and the notation below, is in varlens/optim/_single_tensor.py).
 
-It follows PyTorch's single-tensor update (its argument names, defaults, state keys and
-order of floating-point operations), so float64 trajectories agree with ``torch.optim`` to
-rounding (tests/test_optim_more.py runs 50 steps of each, with a save/load half-way).  As
-in the rest of varlens.optim the updates run in place on the raw arrays, outside the graph,
-and bump each parameter's version counter.
-
-With g the gradient at step t (after ``maximize`` flips its sign and coupled
-``weight_decay`` adds ``wd * p``), m and v Adam's running averages (seed 004 §B.1.4):
-
-* Rprop (Riedmiller & Braun 1993): only the sign of g is used.  Each weight has its own step
-  size, multiplied by ``etaplus`` when g kept its sign, by ``etaminus`` when it flipped (and
-  that step then skipped), clipped to ``step_sizes``; ``p -= sign(g) * step_size``.
-
-``foreach``, ``capturable`` and ``fused`` are accepted and ignored (one NumPy code path);
-``differentiable=True`` is refused, as in the other varlens optimisers.
+Rprop (Riedmiller & Braun 1993): only the sign of g is used.  Each weight has its own step
+size, multiplied by ``etaplus`` when g kept its sign, by ``etaminus`` when it flipped (and
+that step then skipped), clipped to ``step_sizes``; ``p -= sign(g) * step_size``.
 """
 from __future__ import annotations
 

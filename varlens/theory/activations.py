@@ -11,11 +11,24 @@ N = 1_000_000
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
+def _relu_mean_by_hermite(nodes=80):
+    """E[ReLU(z)] by plain Gauss-Hermite quadrature: the kink at 0 makes it converge slowly
+    (about 0.5% off with 80 nodes), the error a claim about E[ReLU] must be able to reject."""
+    from numpy.polynomial.hermite_e import hermegauss
+    x, w = hermegauss(nodes)
+    return float(np.dot(w / w.sum(), np.maximum(x, 0.0)))
+
+
 @claim("relu.mean", "001", "§1.2 L43", "variance",
-       "z ~ N(0,1): E[ReLU(z)] = 1/sqrt(2 pi) = 0.3989422804")
+       "z ~ N(0,1): E[ReLU(z)] = 1/sqrt(2 pi) = 0.3989422804",
+       alternatives=lambda: {"80-node Gauss-Hermite quadrature across the kink": _relu_mean_by_hermite(80)})
 def relu_mean():
-    z = rng_for("relu.mean").standard_normal(N)
-    return mc_mean(np.maximum(z, 0.0), INV_SQRT_2PI)
+    # antithetic pairs (z, -z): (ReLU(z) + ReLU(-z))/2 = |z|/2 has the same mean as ReLU(z) and a
+    # quarter of its variance ((1 - 2/pi)/4 against 1/2 - 1/(2 pi)), so 8M draws give a 5-sigma
+    # tolerance below the gap to the quadrature error
+    g = rng_for("relu.mean")
+    parts = [np.abs(g.standard_normal(N)) * 0.5 for _ in range(8)]
+    return mc_mean(np.concatenate(parts), INV_SQRT_2PI)
 
 
 @claim("relu.second_moment", "001", "§1.2 L43", "variance",

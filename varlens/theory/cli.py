@@ -50,7 +50,8 @@ def run(args) -> int:
         print(json.dumps({"claims": rows, "passed": sum(r["passed"] for r in rows), "total": len(rows)},
                          indent=1, default=float))
     else:
-        hdr = f"{'claim':38s} {'seed':4s} {'section':22s} {'measured':>11s} {'expected':>11s} {'tolerance':>10s} {'samples':>9s}  result"
+        hdr = (f"{'claim':38s} {'seed':4s} {'section':22s} {'measured':>11s} {'expected':>11s} {'tolerance':>10s} "
+               f"{'gap':>10s} {'samples':>9s}  result")
         print(hdr)
         print("-" * len(hdr))
         for r in rows:
@@ -58,8 +59,13 @@ def run(args) -> int:
             res = "PASS" if r["passed"] else "FAIL"
             if r["corrected"]:
                 res += " (corrected)"
+            if r["decisive"] is False:
+                res += " (tolerance >= gap: cannot decide)"
+            gap = "-" if r["gap"] is None else _fmt(r["gap"])
             print(f"{r['id']:38s} {r['seed']:4s} {sec:22s} {_fmt(r['measured']):>11s} {_fmt(r['expected']):>11s} "
-                  f"{_fmt(r['tolerance']):>10s} {r['n_samples']:>9d}  {res}")
+                  f"{_fmt(r['tolerance']):>10s} {gap:>10s} {r['n_samples']:>9d}  {res}")
+            if args.verbose and r["nearest_wrong"]:
+                print(f"    gap: to the nearest wrong value, {r['nearest_wrong']}")
             if r["error"]:
                 print(f"    error: {r['error']}")
             if args.verbose:
@@ -67,5 +73,7 @@ def run(args) -> int:
         n_ok = sum(r["passed"] for r in rows)
         secs = sum(r["seconds"] for r in rows)
         print(f"\n{n_ok}/{len(rows)} claims pass ({secs:.1f} s). Tolerances are 5 standard errors of the "
-              "Monte Carlo estimate (0 samples: an exact identity, rounding tolerance).")
-    return 0 if all(r["passed"] for r in rows) else 1
+              "Monte Carlo estimate (0 samples: an exact identity, rounding tolerance). 'gap' is the distance "
+              "from the expected value to the nearest wrong value the claim must reject (a misprint, a "
+              "quadrature error); a claim decides only when its tolerance is below it.")
+    return 0 if all(r["passed"] and r["decisive"] is not False for r in rows) else 1

@@ -40,20 +40,32 @@ class Claim:
     description: str
     func: object
     corrected: bool = False  # the notes are wrong as printed; the corrected value is tested
+    # the nearest wrong values the claim is meant to tell apart from the right one (a misprint,
+    # a quadrature error...): {label: value}, or a function returning that dict
+    alternatives: object = None
 
     def run(self) -> CheckResult:
         return self.func()
+
+    def wrong_values(self):
+        alt = self.alternatives() if callable(self.alternatives) else self.alternatives
+        return dict(alt or {})
 
 
 REGISTRY: dict[str, Claim] = {}
 
 
-def claim(id, seed, section, topic, description, corrected=False):
-    """Decorator: register ``func`` as a checkable claim."""
+def claim(id, seed, section, topic, description, corrected=False, alternatives=None):
+    """Decorator: register ``func`` as a checkable claim.
+
+    ``alternatives``: the wrong values the claim must be able to reject (``{label: value}`` or a
+    function returning it).  ``varlens check`` prints the gap between the expected value and
+    the nearest of them beside the tolerance; a claim decides only when its tolerance is
+    smaller than that gap (a measurement at the wrong value would then fail)."""
     def deco(func):
         if id in REGISTRY:
             raise ValueError(f"claim id {id!r} registered twice")
-        REGISTRY[id] = Claim(id, seed, section, topic, description, func, corrected)
+        REGISTRY[id] = Claim(id, seed, section, topic, description, func, corrected, alternatives)
         func.claim_id = id
         return func
     return deco
@@ -142,10 +154,17 @@ def run_claims(ids=None, pattern=None):
         except Exception as e:  # a claim that crashes is a failure, reported, not a traceback
             r = CheckResult(float("nan"), float("nan"), float("nan"), 0, False)
             err = f"{type(e).__name__}: {e}"
+        gap, nearest = None, None
+        for label, value in c.wrong_values().items():
+            d = abs(float(value) - float(r.expected))
+            if gap is None or d < gap:
+                gap, nearest = d, label
         rows.append({"id": cid, "seed": c.seed, "section": c.section, "topic": c.topic,
                      "description": c.description, "corrected": c.corrected,
                      "measured": r.measured, "expected": r.expected, "tolerance": r.tolerance,
                      "n_samples": r.n_samples, "passed": bool(r.passed), "note": r.note,
+                     "gap": gap, "nearest_wrong": nearest,
+                     "decisive": None if gap is None else bool(r.tolerance < gap),
                      "seconds": time.perf_counter() - t0, "error": err})
     return rows
 

@@ -319,6 +319,7 @@ class DistributedDataParallel(Module):
             late = [bool(v) for v in flags[:len(late)]]
             if self.find_unused_parameters:
                 used = flags[len(late):]
+        d["_timing"]["redone_buckets"] = sum(late)
         for b, redo in zip(self._buckets, late):
             if redo:  # a gradient arrived after its bucket had started: reduce it again
                 self._fill(b)

@@ -240,3 +240,28 @@ def ln_bwd(g, x, w, mean, rstd, gx, gw, gb):
             xh = (x[i, j] - mu) * r
             gx[i, j] = r * (g[i, j] * w[j] - s1 - xh * s2)
 
+
+
+# ---- pointwise.py: ReLU's backward
+@k
+def relu_bwd(g, y, out):
+    for i in range(y.size):
+        out[i] = g[i] if y[i] > ZERO else ZERO
+
+
+# ---- optim.py's kernels (no reassociation: one parameter entry at a time, in PyTorch's order)
+ko = nb.njit(fastmath={"contract", "nsz"}, nogil=True, boundscheck=False, cache=True, error_model="numpy")
+
+
+@ko
+def adadelta_step(w, g, sq, acc, lr, rho, eps, wd, maximize):
+    one_m = np.float32(1.0) - rho
+    for i in range(w.size):
+        gi = -g[i] if maximize else g[i]
+        if wd != ZERO:
+            gi = gi + wd * w[i]
+        s = sq[i] * rho + one_m * (gi * gi)
+        sq[i] = s
+        d = np.sqrt(acc[i] + eps) / np.sqrt(s + eps) * gi
+        acc[i] = acc[i] * rho + one_m * (d * d)
+        w[i] = w[i] - lr * d

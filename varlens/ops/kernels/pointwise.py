@@ -8,6 +8,8 @@ pass each way; the other exponents are NumPy multiplications in place.
 ``gelu(x)`` = x Phi(x) = x/2 (1 + erf(x / sqrt 2)) and ``gelu_grad(g, x)`` =
 g (Phi(x) + x phi(x)), phi the standard normal density: one compiled pass each with the
 float32 ``erf32``/``exp_nonpos`` of the package; NumPy with SciPy's erf otherwise.
+
+``relu_grad(g, y)``: g where y > 0, else 0, in one pass.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ def _kernels():
     if _K:
         return _K
     from varlens.ops.kernels import compiled as c
-    _K.update(cube=c.cube, cube_grad=c.cube_grad, gelu_fwd=c.gelu_fwd, gelu_bwd=c.gelu_bwd)
+    _K.update(cube=c.cube, cube_grad=c.cube_grad, gelu_fwd=c.gelu_fwd, gelu_bwd=c.gelu_bwd, relu_bwd=c.relu_bwd)
     return _K
 
 
@@ -110,3 +112,12 @@ def gelu_grad(g, x, use_kernel=None):
     cdf += pdf
     cdf *= g
     return cdf.astype(np.result_type(g, x), copy=False)
+
+
+def relu_grad(g, y, use_kernel=None):
+    """g where the ReLU output y > 0, else 0 (one pass instead of a compare and a multiply)."""
+    if use_kernel if use_kernel is not None else (g.shape == y.shape and usable(g, y)):
+        out = np.empty_like(y)
+        _kernels()["relu_bwd"](g.reshape(-1), y.reshape(-1), out.reshape(-1))
+        return out
+    return g * (y > 0)

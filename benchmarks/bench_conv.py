@@ -65,7 +65,7 @@ CONV_CASES = [  # (label, N, C_in, C_out, k, H, padding, stride)
 
 
 NOTES = """\
-How varlens computes these layers (varlens/ops/conv.py, docs/cnn.md): stride-1 convolutions
+How varlens computes these layers (varlens/ops/nn/conv.py, docs/cnn.md): stride-1 convolutions
 (all of LeNet's, the ResNet blocks') use the "shifted rows" layout: each padded image is
 flattened, so the im2col row of kernel offset (c, i, j) is one contiguous run of it; columns are
 built by long copies a 1 MiB chunk of images at a time (and rebuilt in backward rather than kept,
@@ -89,7 +89,7 @@ alone, 20 ms interleaved on a loaded machine); LeNet's smaller arrays are reused
 row includes dL/dx, which PyTorch computes slowly for one input channel; LeNet's step does not
 need it.)  varlens wins the step back on max pooling (PyTorch's CPU max_pool2d is 1.5-2.5x
 slower at these sizes) and on a shorter rest of the step.  Memory: the conv chunk buffers (2.2 MiB for LeNet,
-each at most varlens.ops.conv.SCRATCH_MAX elements) are allocated in step 1 and reused after,
+each at most varlens.ops.nn.conv.SCRATCH_MAX elements) are allocated in step 1 and reused after,
 so the steady-state rise in table (3) does not include them; step 1's row does.
 """
 

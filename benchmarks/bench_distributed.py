@@ -164,21 +164,24 @@ def run_job(n, quick):
         cmd = [mpiexec, "-n", str(n), sys.executable, os.path.abspath(__file__), "--worker", "--port",
                str(_free_port()), "--out", path] + (["--quick"] if quick else [])
         env = dict(os.environ, HYDRA_LAUNCHER="fork", PYTHONPATH=os.path.dirname(HERE))
+        load0 = os.getloadavg()[0]
         subprocess.run(cmd, check=True, env=env, timeout=1800)
         with open(path) as f:
-            return json.load(f)
+            out = json.load(f)
+        out["loadavg"] = (load0, os.getloadavg()[0])
+        return out
 
 
 def fit_ring(rows, n=2):
-    """Least-squares alpha, beta of T = 2(n-1) alpha + 2(n-1)/n M/beta, each point weighted by 1/T
-    (relative error), from the varlens column."""
+    """Non-negative least-squares alpha, beta of T = 2(n-1) alpha + 2(n-1)/n M/beta, each point
+    weighted by 1/T (relative error), from the varlens column."""
     import numpy as np
+    from scipy.optimize import nnls
     M = np.array([r["bytes"] for r in rows], float)
     T = np.array([r["varlens_s"] for r in rows], float)
     A = np.stack([np.full_like(M, 2 * (n - 1)), 2 * (n - 1) / n * M], 1) / T[:, None]
-    coef, *_ = np.linalg.lstsq(A, np.ones_like(T), rcond=None)
-    alpha, inv_beta = coef
-    return float(alpha), float(1 / inv_beta)
+    (alpha, inv_beta), _ = nnls(A, np.ones_like(T))
+    return float(alpha), float(1 / inv_beta) if inv_beta > 0 else float("inf")
 
 
 def ring_time(N, M, alpha, beta):
@@ -213,8 +216,9 @@ def fmt_bytes(b):
 def report(one, two, quick):
     lines = [SECTION, "",
              f"{datetime.date.today()}, {_machine()}; MPICH {_mpich()} (pip), torch gloo; 2 ranks on one machine "
-             f"(loopback), float32, BLAS 1 thread per rank. `python benchmarks/bench_distributed.py"
-             f"{' --quick' if quick else ''}`.", "",
+             f"(loopback), float32, BLAS 1 thread per rank; 1-minute load average {two['loadavg'][0]:.1f} at the "
+             f"start of the 2-rank job, {two['loadavg'][1]:.1f} at its end ({os.cpu_count()} cores). "
+             f"`python benchmarks/bench_distributed.py{' --quick' if quick else ''}`.", "",
              "allreduce (SUM), median seconds per call:", "",
              "| message | varlens (MPI) | torch (gloo) | torch / varlens | varlens GB/s |",
              "|---|---|---|---|---|"]

@@ -49,7 +49,7 @@ torch.set_num_threads(int(THREADS))
 SECTION = "## recurrent (bench_rnn.py)"
 _clock = time.process_time
 NOTES = (
-    "Each LSTM/GRU layer direction is one fused op (varlens/ops/rnn_ops.py). The LSTM works "
+    "Each LSTM/GRU layer direction is one fused op (varlens/ops/nn/rnn.py). The LSTM works "
     "gate-major: each step is ONE GEMM, W (4H, I+H+1) @ [x_t; h; 1] (B columns), with both "
     "biases folded in as a column of W and the sigmoid rows pre-halved so that a single tanh "
     "call activates all four gates in place; the backward has one GEMM per step "
@@ -171,7 +171,7 @@ def lstm_profile(rounds, seconds):
     fused op's forward and backward (timed inside the step), the rest of the step, and the
     GEMMs the op issues replayed alone on arrays of the same shapes (its floor with NumPy's
     BLAS)."""
-    from varlens.ops import rnn_ops as R
+    from varlens.ops.nn import rnn as R
     vstep, tstep = layer_steps("lstm")
     acc = [0.0, 0.0]
     cls = R.LSTMLayerFunction

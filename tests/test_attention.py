@@ -7,7 +7,7 @@ import torch
 
 import varlens as vl
 from varlens.autograd import gradcheck, gradgradcheck
-from varlens.ops.attention import scaled_dot_product_attention as sdpa
+from varlens.ops.nn.attention import scaled_dot_product_attention as sdpa
 
 from conftest import assert_close, to_torch
 

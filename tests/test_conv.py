@@ -1,4 +1,4 @@
-"""Convolution ops (varlens.ops.conv): PyTorch parity of values and gradients over random
+"""Convolution ops (varlens.ops.nn.conv): PyTorch parity of values and gradients over random
 geometries (strides, asymmetric/'same' padding, dilation, groups, odd sizes, windows that do
 not tile the input), float64 finite-difference checks, second derivatives, and errors."""
 import numpy as np
@@ -8,7 +8,7 @@ import torch.nn.functional as TF
 
 import varlens as vl
 from varlens.autograd import gradcheck, gradgradcheck
-from varlens.ops import conv as C
+from varlens.ops.nn import conv as C
 
 from conftest import assert_close, to_torch
 

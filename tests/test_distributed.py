@@ -112,7 +112,7 @@ def _failure_job(mode, runner):
 
 def test_killed_rank_ends_the_job_and_is_named():
     out, secs = _failure_job("kill", runner=True)
-    assert "rank 1 (pid" in out and "killed by signal 9" in out, out
+    assert "varlens.distributed.run: rank 1 (pid" in out and "died first, killed by signal 9" in out, out
     assert secs < KILL_BOUND_S, (secs, out)
 
 

@@ -15,6 +15,7 @@ import torch
 import varlens as vl
 from varlens.autograd import gradcheck
 from varlens.ops.kernels import helpers, numba_module
+from varlens.ops.kernels import optim as KO
 from varlens.ops.kernels import pointwise as KP
 from varlens.ops.kernels import rows as KR
 
@@ -122,6 +123,37 @@ def test_gelu_kernel_numpy_and_torch_agree():
 
 
 @needs_numba
+def test_relu_grad_kernel_numpy_and_torch_agree():
+    x, g = f32(40, 70), f32(40, 70)
+    x[0, :5] = 0.0
+    y = np.maximum(x, 0)
+    ref = torch.ops.aten.threshold_backward(torch.tensor(g), torch.tensor(y), 0.0).numpy()
+    for uk in (True, False):
+        assert np.array_equal(KP.relu_grad(g, y, use_kernel=uk), ref)
+
+
+@needs_numba
+@pytest.mark.parametrize("wd,maximize", [(0.0, False), (0.1, True)])
+def test_adadelta_kernel_matches_torch_over_steps(wd, maximize):
+    w0 = f32(300, 7)
+    grads = [f32(300, 7) for _ in range(4)]
+    tp = torch.nn.Parameter(torch.tensor(w0))
+    topt = torch.optim.Adadelta([tp], lr=1.0, rho=0.9, eps=1e-6, weight_decay=wd, maximize=maximize)
+    vp = vl.nn.Parameter(vl.tensor(w0))
+    vopt = vl.optim.Adadelta([vp], lr=1.0, rho=0.9, eps=1e-6, weight_decay=wd, maximize=maximize)
+    w, sq, acc = w0.copy(), np.zeros_like(w0), np.zeros_like(w0)
+    for g in grads:
+        tp.grad = torch.tensor(g)
+        topt.step()
+        vp.grad = vl.tensor(g)
+        vopt.step()
+        assert KO.adadelta_step(w, g, sq, acc, 1.0, 0.9, 1e-6, wd, maximize)
+    close(w, tp.detach().numpy(), atol=1e-6)
+    close(vp.detach().numpy(), tp.detach().numpy(), atol=1e-6)
+    assert not KO.adadelta_step(w.astype(np.float64), g, sq, acc, 1.0, 0.9, 1e-6, wd, maximize)
+
+
+@needs_numba
 @pytest.mark.parametrize("n", [1, 5, 16, 33, 65])
 def test_row_softmaxes_kernel_numpy_and_torch_agree(n):
     x, g = f32(37, n, scale=3.0), f32(37, n)
@@ -215,7 +247,8 @@ def test_causal_sdpa_float32_fused_path_matches_torch():
             close(a.grad.numpy(), t.grad.numpy(), atol=2e-6)
 
 
-@pytest.mark.parametrize("case", ["pow3", "gelu", "softmax", "log_softmax", "layer_norm", "cross_entropy", "sdpa"])
+@pytest.mark.parametrize("case", ["pow3", "gelu", "relu", "softmax", "log_softmax", "layer_norm", "cross_entropy",
+                                  "sdpa"])
 def test_float64_gradients_of_the_dispatching_ops(case):
     """float64 runs the NumPy path: central differences through the public ops."""
     x = vl.tensor(RNG.standard_normal((3, 4, 6)), dtype=vl.float64, requires_grad=True)
@@ -223,6 +256,7 @@ def test_float64_gradients_of_the_dispatching_ops(case):
     fns = {
         "pow3": lambda a: a ** 3,
         "gelu": F.gelu,
+        "relu": lambda a: F.relu(a + 0.05),
         "softmax": lambda a: F.softmax(a, -1),
         "log_softmax": lambda a: F.log_softmax(a, -1),
         "layer_norm": lambda a: F.layer_norm(a, (6,)),

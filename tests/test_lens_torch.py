@@ -83,7 +83,34 @@ def _preln_block(nn, F, d=16):
     return Block()
 
 
-CASES = {"mlp": (_mlp, (24, 12)), "resnet": (_resnet, (6, 3, 8, 8)), "preln": (_preln_block, (4, 10, 16))}
+def _gpt_block(nn, F, d=16, h=4):
+    class Block(nn.Module):
+        """nanoGPT's block: one qkv projection split into heads with views, a causal SDPA, a
+        transpose/contiguous/view back; then an average-pooled readout through flatten."""
+
+        def __init__(self):
+            super().__init__()
+            self.ln = nn.LayerNorm(d)
+            self.qkv = nn.Linear(d, 3 * d)
+            self.proj = nn.Linear(d, d)
+            self.pool = nn.AvgPool2d(2)
+            self.head = nn.Linear(d * 5 // 2, 3)
+
+        def forward(self, x):
+            B, T, C = x.shape
+            q, k, v = self.qkv(self.ln(x)).split(C, dim=2)
+            q = q.view(B, T, h, C // h).transpose(1, 2)
+            k = k.view(B, T, h, C // h).transpose(1, 2)
+            v = v.view(B, T, h, C // h).transpose(1, 2)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).contiguous().view(B, T, C))
+            z = F.adaptive_avg_pool2d(self.pool(x.unsqueeze(1)), (1, 1)).flatten(1) + x.mean(dim=(1, 2)).unsqueeze(1)
+            return self.head(self.pool(x.unsqueeze(1)).flatten(1)) + z
+    return Block()
+
+
+CASES = {"mlp": (_mlp, (24, 12)), "resnet": (_resnet, (6, 3, 8, 8)), "preln": (_preln_block, (4, 10, 16)),
+         "gpt_block": (_gpt_block, (3, 10, 16))}
 
 
 def _pair(name, seed=0):
@@ -422,3 +449,91 @@ def test_is_torch_module_does_not_need_torch_imported():
     assert not any("torch" == a.name.split(".")[0] for n in top if isinstance(n, ast.Import) for a in n.names)
     assert not any((n.module or "").split(".")[0] == "torch" for n in top if isinstance(n, ast.ImportFrom))
     assert torch_adapter.is_torch_module(tnn.Linear(2, 2)) and not torch_adapter.is_torch_module(vnn.Linear(2, 2))
+
+
+# ----------------------------------------------------------------------------- command line, examples, coordinate check
+FACTORY = '''
+import torch, torch.nn as nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(50, 16)
+        self.fc = nn.Linear(16, 50)
+
+    def forward(self, idx):
+        return self.fc(torch.relu(self.emb(idx)))
+
+def make_lm():
+    return Net()
+
+def make_mlp_with_input():
+    return nn.Sequential(nn.Linear(10, 32), nn.Tanh(), nn.Linear(32, 3)), torch.randn(16, 10)
+
+def not_a_model():
+    return 3
+'''
+
+
+def test_cli_runs_the_lens_on_a_factory_in_a_user_file(tmp_path, capsys):
+    import json
+
+    from varlens.cli import main
+    f = tmp_path / "user_models.py"
+    f.write_text(FACTORY)
+    out = tmp_path / "lens.json"
+    assert main(["lens", "--torch", f"{f}:make_mlp_with_input", "--steps", "2", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "varlens.lens/1" and doc["meta"]["framework"] == "torch"
+    assert doc["steps_sampled"] == 2
+    keys = [t["key"] for t in doc["tensors"]]
+    assert keys[:2] == ["0", "0"] and "2" in keys
+    text = capsys.readouterr().out
+    assert "forward" in text and "Tanh" in text
+    assert main(["lens", "--torch", f"{f}:make_lm", "--input-shape", "4,7", "--vocab", "50", "--level", "op"]) == 0
+    assert "fc:linear" in capsys.readouterr().out
+
+
+def test_cli_errors_name_what_is_wrong(tmp_path, capsys):
+    from varlens.cli import main
+    f = tmp_path / "user_models.py"
+    f.write_text(FACTORY)
+    assert main(["lens", "--torch", f"{f}:make_lm"]) == 2
+    assert "--input-shape" in capsys.readouterr().err
+    assert main(["lens", "--torch", f"{f}:not_a_model"]) == 2
+    assert "builtins.int" in capsys.readouterr().err
+    assert main(["lens", "--torch", f"{f}:missing"]) == 2
+    assert "missing" in capsys.readouterr().err
+    assert main(["lens", "--torch", str(f)]) == 2
+    assert "FACTORY" in capsys.readouterr().err
+    assert main(["lens", "--torch", f"{tmp_path / 'nope.py'}:make_lm"]) == 2
+
+
+def test_module_path_factories_and_the_documented_examples():
+    import os
+    from varlens.lens import torch_run
+    fn = torch_run.load_factory("torch.nn:Identity")
+    assert fn is tnn.Identity
+    root = os.path.join(os.path.dirname(__file__), "..", "docs", "examples", "lens_torch")
+    model, make = torch_run.build(torch_run.load_factory(os.path.join(root, "nanogpt.py") + ":make_model"),
+                                  "2,16", 256)
+    lens = torch_run.run_lens(model, make, steps=1)
+    assert "h.0.attn:sdpa.logits" in lens.records and "h.3:add#1" in lens.records
+    assert lens["h.0.attn.c_attn"].grad.n > 0
+    rows = compare(lens)
+    assert sum(r.predicted_chain is not None for r in rows) > len(rows) // 2
+    model, make = torch_run.build(torch_run.load_factory(os.path.join(root, "resnet.py") + ":make_model"))
+    lens = torch_run.run_lens(model, make, steps=1)
+    assert lens["layers.0.bn2"].grad.n > 0 and lens["layers.2:add"].cross_n == 1
+    assert compare(lens)
+
+
+def test_coord_check_on_a_torch_factory():
+    from varlens.lens.coord import coord_check
+
+    def build(w):
+        return tnn.Sequential(tnn.Linear(16, w), tnn.ReLU(), tnn.Linear(w, w), tnn.ReLU(), tnn.Linear(w, 10))
+    std = coord_check(build, [32, 64, 128, 256], steps=2, seeds=2, lr=1e-2)
+    assert not std.ok and "4" in {layer for _, layer, _, _ in std.failures()}
+    mup = coord_check(build, [32, 64, 128, 256], steps=2, seeds=2, lr=1e-2, parametrization="mup")
+    assert mup.ok, mup.table()

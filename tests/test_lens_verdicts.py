@@ -182,7 +182,7 @@ def test_float16_and_bfloat16_headroom_is_reported_for_float32_runs():
     assert hb["float16_margin_log2"] < 0 and hb["float16_frac_overflow"] > 0.2
     assert hb["bfloat16_margin_log2"] > 100
     assert hs["float16_frac_subnormal"] > 0.9 and hs["bfloat16_frac_subnormal"] == 0.0
-    assert hs["sampled"] == 64 * 16
+    assert hs["sampled"] == min(64 * 16, 4096)
     row = next(r for r in rows if r.key == "mix:mul" and r.direction == "forward")
     assert row.extra["headroom"]["float16_frac_overflow"] == hb["float16_frac_overflow"]
     # exact fraction below float16's smallest normal

@@ -1,4 +1,4 @@
-"""torch.linalg decompositions and the rest of torch.linalg (varlens/ops/decomp.py): values and
+"""torch.linalg decompositions and the rest of torch.linalg (varlens/ops/linalg.py): values and
 gradients against PyTorch, float64 finite-difference checks, and bad-input errors.
 
 Losses on eigenvectors and singular vectors are gauge-invariant (|V|, V*V, U diag(S) Vh),

@@ -1,4 +1,4 @@
-"""varlens/nn/functional_extra.py, extra_layers.py, extra_losses.py and nn.utils additions
+"""The torch.nn beyond the notes (varlens/nn/functional/, the nn module files) and nn.utils additions
 against torch: values and gradients in float64, finite-difference gradchecks, reductions,
 module constructors/defaults/extra_repr, and bad-input errors."""
 import types

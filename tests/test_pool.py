@@ -1,4 +1,4 @@
-"""Pooling and nearest upsampling (varlens.ops.conv): PyTorch parity of values and gradients
+"""Pooling and nearest upsampling (varlens.ops.nn.conv): PyTorch parity of values and gradients
 over random kernels/strides/paddings/dilations/ceil_mode (incl. windows that do not tile the
 input), float64 finite-difference checks, ties and NaN, and errors."""
 import numpy as np
@@ -8,9 +8,11 @@ import torch.nn.functional as TF
 
 import varlens as vl
 from varlens.autograd import gradcheck, gradgradcheck
-from varlens.ops import conv as C
+from varlens.ops.nn import conv as C
 
 from conftest import assert_close, to_torch
+from varlens.ops.nn import pool as _nn_pool_mod
+from varlens.ops.nn import upsample as _nn_upsample_mod
 
 
 def _pool_cases(n, seed, dilation=True):
@@ -33,7 +35,7 @@ def test_max_pool2d_matches_torch(c):
     rng = np.random.default_rng(0)
     x = vl.tensor(rng.standard_normal((2, 3, c["H"], c["W"])), requires_grad=True)
     kw = dict(stride=c["s"], padding=c["p"], dilation=c["d"], ceil_mode=c["ceil"])
-    out, idx = C.max_pool2d(x, c["k"], return_indices=True, **kw)
+    out, idx = _nn_pool_mod.max_pool2d(x, c["k"], return_indices=True, **kw)
     tx = to_torch(x)
     tout, tidx = TF.max_pool2d(tx, c["k"], return_indices=True, **kw)
     assert_close(out, tout, what="max_pool2d")
@@ -51,7 +53,7 @@ def test_avg_pool2d_matches_torch(c, include_pad, div):
     x = vl.tensor(rng.standard_normal((2, 2, c["H"], c["W"])), requires_grad=True)
     kw = dict(stride=c["s"], padding=c["p"], ceil_mode=c["ceil"], count_include_pad=include_pad,
               divisor_override=div)
-    out = C.avg_pool2d(x, c["k"], **kw)
+    out = _nn_pool_mod.avg_pool2d(x, c["k"], **kw)
     tx = to_torch(x)
     tout = TF.avg_pool2d(tx, c["k"], **kw)
     assert_close(out, tout, what="avg_pool2d")
@@ -63,14 +65,14 @@ def test_avg_pool2d_matches_torch(c, include_pad, div):
 
 def test_max_pool_ties_and_nan_follow_torch():
     x = vl.tensor(np.array([[[[1.0, 1.0, 0.0], [1.0, 0.0, 2.0], [2.0, 2.0, 2.0]]]]), requires_grad=True)
-    out = C.max_pool2d(x, 2, stride=1)
+    out = _nn_pool_mod.max_pool2d(x, 2, stride=1)
     out.sum().backward()
     tx = to_torch(x)
     TF.max_pool2d(tx, 2, stride=1).sum().backward()
     assert_close(x.grad, tx.grad, what="ties go to the first maximum")
     xn = np.arange(16.0).reshape(1, 1, 4, 4)
     xn[0, 0, 0, 1] = np.nan
-    r = C.max_pool2d(vl.tensor(xn), 2)._data
+    r = _nn_pool_mod.max_pool2d(vl.tensor(xn), 2)._data
     assert np.isnan(r[0, 0, 0, 0]) and not np.isnan(r[0, 0, 1, 1])
 
 
@@ -84,7 +86,7 @@ def test_max_pool2d_tiled_fast_path_matches_torch(k, H, W, values):
     shape = (3, 2, H, W)
     a = rng.integers(-2, 3, size=shape).astype(np.float64) if values == "ties" else rng.standard_normal(shape)
     x = vl.tensor(a, requires_grad=True)
-    out, idx = C.max_pool2d(x, k, return_indices=True)
+    out, idx = _nn_pool_mod.max_pool2d(x, k, return_indices=True)
     assert out._node.tiled
     tx = to_torch(x)
     tout, tidx = TF.max_pool2d(tx, k, return_indices=True)
@@ -107,7 +109,7 @@ def test_max_pool2d_nan_gradient_goes_where_torch_sends_it(k, s):
     a[rng.random(a.shape) < 0.15] = np.nan
     a[0, 0, :2, :2] = [[np.nan, 1.0], [np.nan, 5.0]]
     x = vl.tensor(a, requires_grad=True)
-    out, idx = C.max_pool2d(x, k, stride=s, return_indices=True)
+    out, idx = _nn_pool_mod.max_pool2d(x, k, stride=s, return_indices=True)
     tx = to_torch(x)
     tout, tidx = TF.max_pool2d(tx, k, stride=s, return_indices=True)
     assert np.array_equal(np.isnan(out._data), np.isnan(tout.detach().numpy()))
@@ -121,10 +123,10 @@ def test_max_pool2d_nan_gradient_goes_where_torch_sends_it(k, s):
 def test_max_pool2d_tiled_gradcheck_double_backward_and_integers():
     rng = np.random.default_rng(9)
     x = vl.tensor(rng.standard_normal((2, 3, 6, 7)), requires_grad=True)
-    assert gradcheck(lambda x: C.max_pool2d(x, 2), (x,))
-    assert gradgradcheck(lambda x: C.max_pool2d(x, (3, 2)) ** 2, (x,))
+    assert gradcheck(lambda x: _nn_pool_mod.max_pool2d(x, 2), (x,))
+    assert gradgradcheck(lambda x: _nn_pool_mod.max_pool2d(x, (3, 2)) ** 2, (x,))
     xt = vl.tensor(rng.standard_normal((2, 3, 6, 7)), requires_grad=True)  # create_graph through the fast path
-    (g,) = vl.autograd.grad(C.max_pool2d(xt, 2).pow(2).sum(), [xt], create_graph=True)
+    (g,) = vl.autograd.grad(_nn_pool_mod.max_pool2d(xt, 2).pow(2).sum(), [xt], create_graph=True)
     txt = to_torch(xt)
     (tg,) = torch.autograd.grad(TF.max_pool2d(txt, 2).pow(2).sum(), [txt], create_graph=True)
     assert_close(g, tg, what="first derivative with create_graph")
@@ -133,14 +135,14 @@ def test_max_pool2d_tiled_gradcheck_double_backward_and_integers():
     assert_close(xt.grad, txt.grad, what="second derivative")
     xi = rng.integers(-50, 50, size=(2, 2, 6, 6))
     ref = xi.reshape(2, 2, 3, 2, 3, 2).max(axis=(3, 5))
-    assert np.array_equal(C.max_pool2d(vl.tensor(xi), 2)._data, ref)
+    assert np.array_equal(_nn_pool_mod.max_pool2d(vl.tensor(xi), 2)._data, ref)
 
 
 @pytest.mark.parametrize("H,W,out", [(8, 8, 1), (7, 9, (3, 4)), (5, 6, (5, 2)), (6, 6, (3, 3)), (7, 5, (None, 2)), (4, 4, (6, 5))])
 def test_adaptive_avg_pool2d_matches_torch(H, W, out):
     rng = np.random.default_rng(2)
     x = vl.tensor(rng.standard_normal((2, 3, H, W)), requires_grad=True)
-    o = C.adaptive_avg_pool2d(x, out)
+    o = _nn_pool_mod.adaptive_avg_pool2d(x, out)
     tx = to_torch(x)
     to = TF.adaptive_avg_pool2d(tx, out)
     assert_close(o, to, what="adaptive")
@@ -155,7 +157,7 @@ def test_adaptive_avg_pool2d_matches_torch(H, W, out):
 def test_interpolate_nearest_matches_torch(kw):
     rng = np.random.default_rng(3)
     x = vl.tensor(rng.standard_normal((2, 2, 6, 4)), requires_grad=True)
-    o = C.interpolate(x, **kw)
+    o = _nn_upsample_mod.interpolate(x, **kw)
     tx = to_torch(x)
     to = TF.interpolate(tx, mode="nearest", **kw)
     assert_close(o, to, what="nearest")
@@ -168,38 +170,38 @@ def test_interpolate_nearest_matches_torch(kw):
 def test_gradcheck_pooling_and_upsample():
     rng = np.random.default_rng(4)
     x = vl.tensor(rng.standard_normal((2, 2, 7, 6)), requires_grad=True)
-    assert gradcheck(lambda x: C.max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True), (x,))
-    assert gradcheck(lambda x: C.avg_pool2d(x, (3, 2), stride=(2, 3), padding=(1, 1), count_include_pad=False), (x,))
-    assert gradcheck(lambda x: C.adaptive_avg_pool2d(x, (3, 4)), (x,))
-    assert gradcheck(lambda x: C.interpolate(x, scale_factor=2), (x,))
-    assert gradcheck(lambda x: C.interpolate(x, size=(5, 9)), (x,))
+    assert gradcheck(lambda x: _nn_pool_mod.max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True), (x,))
+    assert gradcheck(lambda x: _nn_pool_mod.avg_pool2d(x, (3, 2), stride=(2, 3), padding=(1, 1), count_include_pad=False), (x,))
+    assert gradcheck(lambda x: _nn_pool_mod.adaptive_avg_pool2d(x, (3, 4)), (x,))
+    assert gradcheck(lambda x: _nn_upsample_mod.interpolate(x, scale_factor=2), (x,))
+    assert gradcheck(lambda x: _nn_upsample_mod.interpolate(x, size=(5, 9)), (x,))
     # second derivatives: the backwards are linear in the cotangent and recorded as ops
-    assert gradgradcheck(lambda x: C.max_pool2d(x, 2, stride=1) ** 2, (x,))
-    assert gradgradcheck(lambda x: C.avg_pool2d(x, 3, stride=2, padding=1) ** 2, (x,))
-    assert gradgradcheck(lambda x: C.interpolate(x, scale_factor=2) ** 2, (x,))
+    assert gradgradcheck(lambda x: _nn_pool_mod.max_pool2d(x, 2, stride=1) ** 2, (x,))
+    assert gradgradcheck(lambda x: _nn_pool_mod.avg_pool2d(x, 3, stride=2, padding=1) ** 2, (x,))
+    assert gradgradcheck(lambda x: _nn_upsample_mod.interpolate(x, scale_factor=2) ** 2, (x,))
 
 
 def test_pooling_has_no_parameters_and_halves_the_map():
     """Seed 003 §5.2.4: a 2x2 window with stride 2 gives (h/2) x (w/2), with 0 learnable parameters."""
     x = vl.randn(3, 4, 10, 8)
-    assert tuple(C.max_pool2d(x, 2).shape) == (3, 4, 5, 4)
-    assert tuple(C.avg_pool2d(x, 2).shape) == (3, 4, 5, 4)
+    assert tuple(_nn_pool_mod.max_pool2d(x, 2).shape) == (3, 4, 5, 4)
+    assert tuple(_nn_pool_mod.avg_pool2d(x, 2).shape) == (3, 4, 5, 4)
     # local invariance: changing a non-maximal entry leaves the max-pooled output unchanged
     a = np.zeros((1, 1, 2, 2), dtype=np.float32)
     a[0, 0, 0, 0] = 5.0
     b = a.copy()
     b[0, 0, 1, 1] = 1.0
-    assert C.max_pool2d(vl.tensor(a), 2).item() == C.max_pool2d(vl.tensor(b), 2).item() == 5.0
+    assert _nn_pool_mod.max_pool2d(vl.tensor(a), 2).item() == _nn_pool_mod.max_pool2d(vl.tensor(b), 2).item() == 5.0
 
 
 @pytest.mark.parametrize("call,match", [
-    (lambda x: C.max_pool2d(x, 2, padding=2), "at most half of kernel_size"),
-    (lambda x: C.max_pool2d(x, 0), "kernel_size must be >= 1"),
-    (lambda x: C.avg_pool2d(x, 9), "too small for kernel_size"),
-    (lambda x: C.avg_pool2d(x, 2, divisor_override=0), "divisor_override"),
-    (lambda x: C.interpolate(x, scale_factor=2, mode="bilinear"), "only mode='nearest'"),
-    (lambda x: C.interpolate(x), "exactly one of size and scale_factor"),
-    (lambda x: C.adaptive_avg_pool2d(x, (1, 2, 3)), "output_size"),
+    (lambda x: _nn_pool_mod.max_pool2d(x, 2, padding=2), "at most half of kernel_size"),
+    (lambda x: _nn_pool_mod.max_pool2d(x, 0), "kernel_size must be >= 1"),
+    (lambda x: _nn_pool_mod.avg_pool2d(x, 9), "too small for kernel_size"),
+    (lambda x: _nn_pool_mod.avg_pool2d(x, 2, divisor_override=0), "divisor_override"),
+    (lambda x: _nn_upsample_mod.interpolate(x, scale_factor=2, mode="bilinear"), "only mode='nearest'"),
+    (lambda x: _nn_upsample_mod.interpolate(x), "exactly one of size and scale_factor"),
+    (lambda x: _nn_pool_mod.adaptive_avg_pool2d(x, (1, 2, 3)), "output_size"),
 ])
 def test_pool_errors(call, match):
     with pytest.raises((ValueError, RuntimeError, NotImplementedError), match=match):

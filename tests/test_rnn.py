@@ -1,4 +1,4 @@
-"""Recurrent modules (varlens/nn/recurrent.py, varlens/nn/utils/rnn.py): PyTorch parity of
+"""Recurrent modules (varlens/nn/rnn.py, varlens/nn/utils/rnn.py): PyTorch parity of
 values and gradients for every option, loading PyTorch state_dicts, packed sequences,
 finite differences, dropout between layers, errors."""
 

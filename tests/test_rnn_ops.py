@@ -1,4 +1,4 @@
-"""Fused recurrent ops (varlens/ops/rnn_ops.py): finite differences, PyTorch parity,
+"""Fused recurrent ops (varlens/ops/nn/rnn.py): finite differences, PyTorch parity,
 masking, second derivatives through the composite, long BPTT."""
 import numpy as np
 import pytest
@@ -6,7 +6,7 @@ import torch
 
 import varlens as vl
 from varlens.autograd import gradcheck, gradgradcheck
-from varlens.ops import rnn_ops as R
+from varlens.ops.nn import rnn as R
 
 from conftest import assert_close
 

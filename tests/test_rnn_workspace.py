@@ -1,4 +1,4 @@
-"""The fused LSTM's restructured internals (varlens/ops/rnn_ops.py): pooled work buffers,
+"""The fused LSTM's restructured internals (varlens/ops/nn/rnn.py): pooled work buffers,
 gate-major layout with permuted gate blocks, one GEMM per step with the bias folded in.
 
 The pool must never let one op's buffers be reused while that op can still need them:
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import varlens as vl
-from varlens.ops import rnn_ops as R
+from varlens.ops.nn import rnn as R
 
 from conftest import assert_close
 

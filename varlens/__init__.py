@@ -20,7 +20,7 @@ from varlens.core.tensor import Size, Tensor, device, tensor
 from varlens import ops
 from varlens.ops import *  # noqa: F401,F403  (varlens.exp, varlens.cat, ...)
 from varlens.ops import (abs, all, any, max, min, pow, round, sum)  # noqa: F401  (shadow builtins on purpose)
-from varlens.creation import (arange, as_tensor, bernoulli, empty, empty_like, eye, from_numpy, full,
+from varlens.ops.creation import (arange, as_tensor, bernoulli, empty, empty_like, eye, from_numpy, full,
                               full_like, linspace, multinomial, normal, ones, ones_like, rand, rand_like, randint,
                               randn, randn_like, randperm, zeros, zeros_like)
 from varlens.random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
@@ -32,7 +32,7 @@ import varlens.special as special  # noqa: E402  (torch.special: varlens/special
 from varlens.ops.surface import OVERRIDES as _OVERRIDES, torch_inplace_functions as _tif  # noqa: E402
 globals().update(_OVERRIDES)  # torch.index_put(input, indices, values, accumulate), movedim with sequences
 globals().update({k: v for k, v in _tif().items() if k not in globals()})  # torch.abs_(x), torch.exp_(x), ...
-from varlens.ops import decomp as _decomp  # noqa: E402  (torch.cholesky, torch.svd, ... + Tensor methods)
+from varlens.ops import linalg as _decomp  # noqa: E402  (torch.cholesky, torch.svd, ... + Tensor methods)
 globals().update({_k: _v for _k, _v in _decomp.install().items() if _k not in globals()})
 import math as _math
 import numpy as _np
@@ -104,7 +104,7 @@ def __getattr__(name):
 from varlens import backends, amp  # noqa: E402,F401  (torch.backends.cudnn..., torch.amp: pass-throughs)
 from varlens.amp import autocast  # noqa: E402,F401
 from varlens.autograd import is_inference_mode_enabled  # noqa: E402,F401
-from varlens.creation import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa: E402,F401
+from varlens.ops.creation import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa: E402,F401
                               HalfTensor, IntTensor, LongTensor, ShortTensor)
 
 

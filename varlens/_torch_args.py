@@ -76,7 +76,7 @@ _FIRST_NAME = {"where": "condition"}
 
 
 def _type_name(v):
-    from varlens.ops.elementwise import type_name
+    from varlens.ops.pointwise import type_name
     return type_name(v)
 
 

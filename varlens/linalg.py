@@ -1,17 +1,13 @@
 """varlens.linalg: torch.linalg (differentiable): norms, inverse, determinant and solve
-(varlens/ops/linalg.py); decompositions and the rest (varlens/ops/decomp.py)."""
+(varlens/ops/linalg.py); decompositions and the rest (varlens/ops/linalg.py)."""
 from __future__ import annotations
 
 from varlens.ops.linalg import det, inv, slogdet, solve  # noqa: F401
-from varlens.ops.decomp import (LinAlgError, cholesky, cholesky_ex, cond, cross, diagonal, eig,  # noqa: F401
-                                eigh, eigvals, eigvalsh, inv_ex, lstsq, lu, lu_factor, lu_factor_ex,
-                                lu_solve, matrix_exp, matrix_power, solve_ex,
-                                matrix_rank, multi_dot, pinv, qr, solve_triangular, svd, svdvals,
-                                tensorinv, tensorsolve, vander, vecdot, householder_product,
-                                ldl_factor, ldl_factor_ex, ldl_solve)
+from varlens.ops.linalg import LinAlgError, cholesky, cholesky_ex, cond, eig, eigh, eigvals, eigvalsh, inv_ex, lstsq, lu, lu_factor, lu_factor_ex, lu_solve, matrix_exp, matrix_power, solve_ex, matrix_rank, multi_dot, pinv, qr, solve_triangular, svd, svdvals, tensorinv, tensorsolve, vecdot, householder_product, ldl_factor, ldl_factor_ex, ldl_solve
 from varlens.ops.linalg import matmul  # noqa: F401
-from varlens.ops.decomp import matrix_norm as _matrix_norm
-from varlens.ops.reduce import norm as _norm
+from varlens.ops.linalg import linalg_cross as cross, linalg_diagonal as diagonal, linalg_vander as vander  # noqa: F401
+from varlens.ops.linalg import matrix_norm as _matrix_norm
+from varlens.ops.linalg import norm as _norm
 
 
 def vector_norm(x, ord=2, dim=None, keepdim=False):  # noqa: A002

@@ -16,10 +16,11 @@ from varlens import ops as _ops
 from varlens.core.function import Function
 from varlens.core.array import xp
 from varlens.core import primitives as D
-from varlens.ops.elementwise import _fl, erf, erfc, exp2, expm1, log1p  # noqa: F401
-from varlens.ops.more import _scipy_unary, _sp, digamma, erfinv, xlogy  # noqa: F401
-from varlens.ops.more import lgamma as gammaln
-from varlens.ops.surface import i0, polygamma, sinc  # noqa: F401
+from varlens.ops.pointwise import _fl, erf, erfc, exp2, expm1, log1p  # noqa: F401
+from varlens.ops.special import _scipy_unary, _sp, digamma, erfinv, xlogy  # noqa: F401
+from varlens.ops.special import lgamma as gammaln
+from varlens.ops.special import i0, polygamma
+from varlens.ops.pointwise import sinc  # noqa: F401
 from varlens.core.tensor import Tensor
 
 __all__ = ["erf", "erfc", "erfcx", "erfinv", "expit", "logit", "xlogy", "xlog1py", "log1p", "expm1",
@@ -96,7 +97,7 @@ def expit(input):  # noqa: A002
 
 def logit(input, eps=None):  # noqa: A002
     """log(p / (1 - p)), with p clamped to [eps, 1 - eps] when eps is given."""
-    from varlens.ops.extra import logit as _logit
+    from varlens.ops.pointwise import logit as _logit
     return _logit(_t(input, "logit"), eps)
 
 
@@ -229,7 +230,7 @@ class Zeta(Function):
 def zeta(input, other):  # noqa: A002
     """Hurwitz zeta(input, other); gradient in ``other`` only (as PyTorch)."""
     from varlens.core import grad_mode as _gm
-    from varlens.ops.elementwise import _promote
+    from varlens.ops.pointwise import _promote
     x = input if isinstance(input, Tensor) else Tensor._make(xp.asarray(input))
     q = other if isinstance(other, Tensor) else Tensor._make(xp.asarray(other))
     if x.requires_grad and _gm.is_grad_enabled():

@@ -195,7 +195,8 @@ _PAGE = """<!DOCTYPE html>
 <style>
 body { font-family: sans-serif; margin: 1em; }
 #wrap { display: flex; gap: 2em; align-items: flex-start; }
-#graph { max-width: 60%; overflow: auto; border: 1px solid #ccc; }
+#graph { flex: 0 0 55%; max-height: 85vh; overflow: auto; border: 1px solid #ccc; }
+#graph svg { width: 100%; height: auto; }
 #panel { min-width: 30em; }
 .node.current polygon, .node.current path { stroke: #d62728; stroke-width: 4px; }
 .node.sent polygon { stroke: #1f77b4; stroke-width: 3px; }
@@ -239,11 +240,13 @@ function show() {
   }
   document.querySelectorAll(".node").forEach(n => n.classList.remove("current", "sent"));
   const cur = document.getElementById(s.node_id);
-  if (cur) cur.classList.add("current");
+  if (cur) { cur.classList.add("current"); cur.scrollIntoView({block: "nearest", inline: "nearest"}); }
   for (const e of s.sends) { const n = document.getElementById(e.input_id); if (n) n.classList.add("sent"); }
   document.getElementById("prev").disabled = k === 0;
   document.getElementById("next").disabled = k === steps.length - 1;
 }
+const svg = document.querySelector("#graph svg");
+if (svg) { svg.removeAttribute("width"); svg.removeAttribute("height"); }   // scale the graph to the panel
 document.getElementById("next").onclick = () => { if (k < steps.length - 1) { k++; show(); } };
 document.getElementById("prev").onclick = () => { if (k > 0) { k--; show(); } };
 document.addEventListener("keydown", ev => {

@@ -311,18 +311,21 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local
 def wait_all(requests, what, group):
     """Wait for MPI requests, polling (so MPI progresses) and giving up after the group's
     timeout with an error naming the operation, which then aborts the job.  Polls without
-    pause for the first millisecond (a short message completes in microseconds), then sleeps
-    between polls, up to 1 ms, so a long wait leaves the core to the other ranks."""
+    sleeping (yielding the core between polls) for the first 2 ms, since a short message
+    completes in microseconds, then sleeps between polls, up to 1 ms, so a long wait leaves
+    the core to the other ranks."""
     MPI = _world.mpi
     testall = MPI.Request.Testall
     if testall(requests):
         return
     now = time.monotonic
     t0 = now()
-    spin_until = t0 + 1e-3
+    spin_until = t0 + 2e-3
+    yield_ = os.sched_yield if hasattr(os, "sched_yield") else (lambda: None)
     while now() < spin_until:
         if testall(requests):
             return
+        yield_()  # on a machine with more processes than cores, let the other ranks run
     deadline = t0 + group.timeout
     pause = 2e-5
     while not testall(requests):

@@ -2,9 +2,11 @@
 
 Starts ``mpiexec -n N python script.py args`` (the mpiexec next to this Python, else the one on
 PATH; ``--mpiexec`` chooses) and passes its output through.  When a rank dies, the MPI
-launcher ends the others and names only a process id; this runner names the rank: each rank
-records its pid at ``init_process_group`` (in a directory given by VARLENS_DIST_RUN_DIR), and
-the runner's last line says which rank died and how.  The exit status is mpiexec's.
+launcher ends the others (all by SIGKILL, so its report cannot tell the first death from the
+clean-up); this runner names the rank that died first: each rank records its pid at
+``init_process_group`` (in a directory given by VARLENS_DIST_RUN_DIR) and marks a normal exit,
+and a thread watches those processes (on this machine) for the first to vanish.  The exit
+status is mpiexec's.
 """
 from __future__ import annotations
 
@@ -34,17 +36,58 @@ def find_mpiexec():
 
 
 def record_rank(rank):
-    """Called by init_process_group: note this rank's pid for the runner's failure message."""
+    """Called by init_process_group: note this rank's pid (and, at a normal exit, that it
+    ended normally) for the runner's failure message."""
     d = os.environ.get("VARLENS_DIST_RUN_DIR")
     if d and os.path.isdir(d):
-        with open(os.path.join(d, f"rank{rank}"), "w") as f:
+        path = os.path.join(d, f"rank{rank}")
+        with open(path, "w") as f:
             f.write(str(os.getpid()))
+        import atexit
+
+        def _ended():
+            try:
+                open(path + ".exited", "w").close()
+            except OSError:
+                pass
+        atexit.register(_ended)
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] not in ("Z", "X")  # a zombie has died
+    except OSError:
+        return False
+
+
+class _Watch:
+    """Polls the ranks' pids every 20 ms and remembers the first that vanished without
+    marking a normal exit."""
+
+    def __init__(self, d):
+        import threading
+        self.d, self.first = d, None
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self):
+        while not self._stop.wait(0.02) and self.first is None:
+            for pid, rank in _ranks_by_pid(self.d).items():
+                if not _alive(pid) and not os.path.exists(os.path.join(self.d, f"rank{rank}.exited")):
+                    self.first = (pid, rank)
+                    return
+
+    def stop(self):
+        self._stop.set()
+        self._t.join(1)
 
 
 def _ranks_by_pid(d):
     out = {}
     for name in os.listdir(d):
-        if name.startswith("rank"):
+        if name.startswith("rank") and not name.endswith(".exited"):
             try:
                 with open(os.path.join(d, name)) as f:
                     out[int(f.read().strip())] = int(name[4:])
@@ -71,6 +114,7 @@ def main(argv=None):
                                 bufsize=1)
         died = None
         code = None
+        watch = _Watch(d)
         try:
             for line in proc.stdout:
                 sys.stdout.write(line)
@@ -84,12 +128,18 @@ def main(argv=None):
         except KeyboardInterrupt:
             proc.send_signal(signal.SIGINT)
         rc = proc.wait()
-        if rc != 0 and died is not None:
-            rank = _ranks_by_pid(d).get(died[0])
+        watch.stop()
+        if rc != 0 and (watch.first is not None or died is not None):
+            if watch.first is not None:  # seen on this machine: the first rank to vanish
+                pid, rank = watch.first
+                where = f"pid {pid} on this machine"
+            else:  # elsewhere: the launcher's report (its first PID line) is the best there is
+                pid, rank = died[0], _ranks_by_pid(d).get(died[0])
+                where = f"pid {pid} on {died[1]}"
             who = f"rank {rank}" if rank is not None else "a rank that had not called init_process_group"
-            how = (f"was killed by signal {code}" if code is not None and code in (6, 9, 11, 15)
-                   else f"exited with code {code}")
-            sys.stdout.write(f"varlens.distributed.run: {who} (pid {died[0]} on {died[1]}) {how}; "
+            how = (f", killed by signal {code}" if code is not None and code in (6, 9, 11, 15)
+                   else f", exit code {code}" if code is not None else "")
+            sys.stdout.write(f"varlens.distributed.run: {who} ({where}) died first{how}; "
                              "the launcher ended the other ranks\n")
             sys.stdout.flush()
     return rc

@@ -25,7 +25,7 @@ from varlens.core import grad_mode as _gm
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
 import varlens.nn.functional as F
-from varlens.creation import randn
+from varlens.ops.creation import randn
 
 
 # --------------------------------------------------------------------------------------- schedules
@@ -119,7 +119,7 @@ class GaussianDiffusion:
 
     def sample_timesteps(self, n, generator=None):
         """n steps drawn uniformly from {1..T} (the t of L_simple, eq. 11.4.4)."""
-        from varlens.creation import randint
+        from varlens.ops.creation import randint
         return randint(1, self.T + 1, (int(n),), generator=generator)._data
 
     # ------------------------------------------------------------------------- forward process

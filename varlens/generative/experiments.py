@@ -17,6 +17,7 @@ import numpy as np
 
 import varlens as vl
 from varlens.core.tensor import Tensor
+from varlens.train.loop import train_loop
 
 
 def _out(name, out=None):
@@ -107,15 +108,10 @@ def diffusion_2d(dataset="moons", steps=3000, T=1000, batch_size=512, lr=2e-3, h
         opt = vl.optim.Adam(model.parameters(), lr=lr)
         sched = vl.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
         rng = np.random.default_rng(seed)
-        t0, losses = time.time(), []
-        for it in range(steps):
-            xb = Tensor._make(train[rng.integers(0, len(train), batch_size)])
-            loss = diff.training_losses(model, xb, weighting=weighting)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-            losses.append(float(loss))
+        t0 = time.time()
+        losses = train_loop(model, lambda xb: diff.training_losses(model, xb, weighting=weighting),
+                            (Tensor._make(train[rng.integers(0, len(train), batch_size)]) for _ in range(steps)),
+                            opt, scheduler=sched)
         res["train_seconds"] = time.time() - t0
         res["final_loss_avg100"] = float(np.mean(losses[-100:]))
         t0 = time.time()
@@ -238,16 +234,11 @@ def vae_fashion(epochs=5, latent_dim=20, hidden=(400,), batch_size=128, lr=1e-3,
     with threadpool_limits(1):
         for ep in range(epochs):
             perm = rng.permutation(len(xtr))
-            tot = 0.0
-            for i in range(0, len(perm) - batch_size + 1, batch_size):
-                idx = perm[i:i + batch_size]
-                y = Tensor._make(ytr[idx]) if conditional else None
-                loss = net.loss(Tensor._make(xtr[idx]), y)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                tot += float(loss)
-            curve.append(tot / (len(perm) // batch_size))
+            losses = train_loop(net, lambda idx: net.loss(Tensor._make(xtr[idx]),
+                                                          Tensor._make(ytr[idx]) if conditional else None),
+                                (perm[i:i + batch_size] for i in range(0, len(perm) - batch_size + 1, batch_size)),
+                                opt)
+            curve.append(sum(losses) / (len(perm) // batch_size))
             print(f"epoch {ep + 1}: train -ELBO (beta-weighted) {curve[-1]:.2f}", flush=True)
         res["train_seconds"] = time.time() - t0
         res["train_neg_elbo_curve"] = curve
@@ -318,12 +309,9 @@ def fashion_classifier(epochs=3, seed=0, out=None):
         with threadpool_limits(1):
             for ep in range(epochs):
                 perm = rng.permutation(len(xtr))
-                for i in range(0, len(perm) - 127, 128):
-                    idx = perm[i:i + 128]
-                    loss = vl.nn.functional.cross_entropy(net(Tensor._make(xtr[idx])), Tensor._make(ytr[idx]))
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
+                train_loop(net, lambda idx: vl.nn.functional.cross_entropy(net(Tensor._make(xtr[idx])),
+                                                                          Tensor._make(ytr[idx])),
+                           (perm[i:i + 128] for i in range(0, len(perm) - 127, 128)), opt)
         np.savez(path, **{k: v._data for k, v in net.state_dict().items()})
     net.eval()
     with vl.no_grad():

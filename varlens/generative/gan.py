@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 import varlens.nn.functional as F
-from varlens.creation import ones_like, randn, zeros_like
+from varlens.ops.creation import ones_like, randn, zeros_like
 from varlens.nn.module import Module
 
 

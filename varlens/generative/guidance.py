@@ -24,7 +24,7 @@ def drop_labels(y, p_uncond, null_index, generator=None):
     if not 0 <= p_uncond <= 1:
         raise ValueError(f"drop_labels: p_uncond must lie in [0, 1], got {p_uncond}")
     a = (y._data if isinstance(y, Tensor) else np.asarray(y)).astype(np.int64).copy()
-    from varlens.creation import rand
+    from varlens.ops.creation import rand
     u = rand(a.shape[0], generator=generator, dtype=np.float64)._data
     a[u < p_uncond] = null_index
     return Tensor._make(a)
@@ -61,7 +61,7 @@ class LabelContext(Module):
     def __init__(self, num_classes, dim, length=4):
         super().__init__()
         self.emb = Embedding(num_classes + 1, dim)
-        from varlens.creation import randn
+        from varlens.ops.creation import randn
         self.pos = Parameter(randn(length, dim) * 0.02)
         self.length = length
 

@@ -25,7 +25,7 @@ import numpy as np
 import varlens.nn.functional as F
 from varlens.core.function import Function
 from varlens.core.array import xp
-from varlens.creation import randn
+from varlens.ops.creation import randn
 from varlens.nn.module import Module
 from varlens.ops import cat, exp, logsumexp
 from varlens.core.primitives import _sigmoid_array

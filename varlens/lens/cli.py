@@ -8,6 +8,7 @@ Examples::
     varlens lens --noise-scale                      # gradient noise scale of a linear-regression task
     varlens lens --recipe digits-mlp --steps 5      # a training recipe's model at initialisation
     varlens lens --checkpoint runs/digits-mlp       # a saved model (newest checkpoint of a run)
+    varlens lens --torch docs/examples/lens_torch/resnet.py:make_model   # a PyTorch model (torch_run.py)
 """
 from __future__ import annotations
 
@@ -47,6 +48,8 @@ def add_arguments(p):
                    "at initialisation, on its training batches and loss")
     p.add_argument("--checkpoint", metavar="PATH", help="lens on a saved model: a checkpoint file or a run "
                    "directory (its newest checkpoint), with its recipe's data and loss")
+    from varlens.lens.torch_run import add_arguments as add_torch_arguments   # --torch FILE.py:FACTORY ...
+    add_torch_arguments(p)
     p.add_argument("--noise-scale", action="store_true",
                    help="estimate the gradient noise scale B_simple on a linear-regression task instead")
 
@@ -72,6 +75,9 @@ def _run(args) -> int:
     from varlens.lens import report
     from varlens.lens.compare import summary
 
+    if getattr(args, "torch", None):
+        from varlens.lens.torch_run import run_cli
+        return run_cli(args)
     if args.recipe or args.checkpoint:
         return _run_recipe(args)
 

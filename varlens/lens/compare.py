@@ -419,7 +419,17 @@ def _backward_rule(c, i, gq, lens):
         return None, f"no backward rule for module {c.cls}"
     op = t
     p = c.params
-    if op in ("add", "sub", "neg", "cat", "stack", "pad", "sum"):
+    if op in ("add", "sub", "mul") and inp is not None and inp.shape is not None and p.get("out_shape"):
+        # an input broadcast over the output gets the sum of its copies' cotangents (independent terms)
+        bc = float(np.prod(p["out_shape"])) / max(float(np.prod(inp.shape)), 1.0)
+    else:
+        bc = 1.0
+    if bc != 1.0:
+        return None, ("no backward rule: the input was broadcast, and the sum of its copies' cotangents "
+                      "depends on their correlation across the broadcast dimensions")
+    if op in ("add", "sub"):
+        return gq, None
+    if op in ("neg", "cat", "stack", "pad", "sum"):
         return gq, None
     if op == "mul":
         j = 1 - i
@@ -601,6 +611,8 @@ def _edges(recs, lens):
         ops = [(c, i) for c, i in es if c.level == "op"]
         keep = []
         for c, i in es:
+            if c.level == "module" and c.source is not None and c.source in (key, prod.source):
+                continue              # a pass-through module (Identity): a view of this very tensor
             if c.level == "module":
                 if prod.path.startswith(c.path + ".") or c.path == "(model)" or (
                         prod.level == "op" and prod.path == c.path):
@@ -645,6 +657,7 @@ def compare(lens, modules=None, level="module"):
     recs = lens.ordered()
     for r in recs:
         r._chain = r._local = None
+        r._tied = False
     fw_vloc, fw_vch, notes = {}, {}, {}
     # ---- forward
     for rec in recs:
@@ -726,7 +739,16 @@ def compare(lens, modules=None, level="module"):
                 if src.key in d:
                     d[rec.key] = d[src.key]
 
-    fwd_ref = next((r.out.second_moment for r in recs if _signal(r) and r.out.n and r.out.second_moment > 0), None)
+    # forward: E[x^2] against the first trunk tensor; a normalisation sets the scale anew (its
+    # output's level does not depend on its input's), so it becomes the reference from there on
+    fwd_rel, ref_q = {}, None
+    for r in recs:
+        if not (_signal(r) and r.out.n and r.out.second_moment > 0):
+            continue
+        if ref_q is None or _is_norm(r, lens):
+            ref_q = r.out.second_moment
+        fwd_rel[r.key] = r.out.second_moment / ref_q
+    fwd_ref = fwd_rel
     # backward: E[g^2] relative to the next signal tensor (in backward order) of the same size per
     # sample, multiplied along; a change of size (a classifier head, a pooling, a flatten) carries
     # the level over unchanged, so it is not read as growth or decay
@@ -735,14 +757,19 @@ def compare(lens, modules=None, level="module"):
         if not (_signal(r) and r.grad.n and r.grad.second_moment > 0 and r.grad.shape is not None):
             continue
         size = int(np.prod(r.grad.shape[1:])) if len(r.grad.shape) > 1 else 1
-        if prev is not None and prev[0] == size and prev[1] > 0:
+        if prev is not None and prev[0] == size and prev[1] > 0 and not prev[2]:
             level_ *= r.grad.second_moment / prev[1]
         bwd_rel[r.key] = level_
-        prev = (size, r.grad.second_moment)
+        prev = (size, r.grad.second_moment, _is_norm(r, lens))     # through a norm: the level carries over
     for r in recs:
         if r.source is not None and r.source in bwd_rel and r.key not in bwd_rel:
             bwd_rel[r.key] = bwd_rel[r.source]
     bwd_ref = bwd_rel
+    emb = {id(a) for a in (r.param("weight") for r in recs if r.kind in ("Embedding", "embedding")) if a is not None}
+    for r in recs:
+        base = lens.records.get(r.source, r) if r.source else r
+        if base.kind in ("Linear", "linear") and emb and id(base.param("weight")) in emb:
+            r._tied = True
     rows = []
     shown = [r for r in recs if _in_view(r, level, lens)]
     for depth, rec in enumerate(shown):
@@ -756,6 +783,17 @@ def compare(lens, modules=None, level="module"):
             rows.append(_row(rec, depth, "backward", rec.grad, rec._glocal, rec._gchain, bw_vloc.get(rec.key, 0.0),
                              bw_vch.get(rec.key, 0.0), bwd_ref, bnotes.get(rec.key, "")))
     return rows
+
+
+NORM_OPS = {"layer_norm", "batch_norm", "rms_norm", "group_norm", "instance_norm"}
+
+
+def _is_norm(rec, lens):
+    """A normalisation layer (module kind, or the op a module's output came from)."""
+    if rec.kind in NORM_LIKE or rec.kind in NORM_OPS:
+        return True
+    src = lens.records.get(rec.source) if rec.source else None
+    return src is not None and src.kind in NORM_OPS
 
 
 def _in_view(rec, level, lens):
@@ -800,10 +838,7 @@ def _row(rec, depth, direction, st, pred_l, pred_c, v_loc, v_ch, ref, note):
     rc, clo, chi, cok = _interval(meas, pred_c, v_ch)
     ratio, lo, hi = (rc, clo, chi) if rc is not None else (rl, llo, lhi)
     nonfin = st.nan + st.inf
-    if direction == "forward":
-        rel = meas / ref if (ref and meas is not None) else None
-    else:
-        rel = ref.get(rec.key) if meas else (0.0 if meas == 0.0 else None)
+    rel = ref.get(rec.key) if meas else (0.0 if meas == 0.0 else None)
     extra = {"mean": st.mean if st.n else None, "var": st.var if st.n else None, "max_abs": st.amax,
              "frac_zero": st.zeros / st.n if st.n else None, "nan": st.nan, "inf": st.inf}
     if direction == "forward":
@@ -820,11 +855,10 @@ def _row(rec, depth, direction, st, pred_l, pred_c, v_loc, v_ch, ref, note):
         if rec.weight_grad.n:
             extra["weight_grad_second_moment"] = rec.weight_grad.second_moment
             extra["weight_second_moment"] = rec.weight.second_moment
-            if rec.inp_n and rec.rows and rec.out.n:
-                rows_n = rec.out.n / max(rec.out.shape[-1] if rec.out.shape else 1, 1) if rec.kind == "Linear" \
-                    else rec.rows
-                extra["weight_grad_predicted"] = rules.linear_weight_grad(
-                    rec.grad.second_moment, rec.inp_q, rows_n) if rec.kind == "Linear" else None
+            if rec.kind == "Linear" and rec.inp_n and rec.out.n and rec.out.shape:
+                # gW sums gy x^T over every row of every leading axis of one call
+                rows_n = rec.out.n / rec.out.calls / max(rec.out.shape[-1], 1)
+                extra["weight_grad_predicted"] = rules.linear_weight_grad(rec.grad.second_moment, rec.inp_q, rows_n)
     h = st.headroom()
     if h is not None:
         extra["headroom"] = h
@@ -840,6 +874,10 @@ def _row(rec, depth, direction, st, pred_l, pred_c, v_loc, v_ch, ref, note):
         verdict = "vanishing"
     elif meas == 0.0 and direction == "backward":
         verdict = "zero-init" if zero_pred else "vanishing"
+    elif lok is False and getattr(rec, "_tied", False) and direction == "forward":
+        verdict = "no rule"
+        note = ("no rule: the weight is tied to an embedding whose rows are in this layer's input, so input and "
+                "weights are not independent as the Linear rule assumes (the ratio is shown)")
     elif lok is False and not rec.params.get("param_derived"):
         verdict = "drift"
     elif pred_l is None and pred_c is None:

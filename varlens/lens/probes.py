@@ -31,8 +31,9 @@ import sys
 
 import numpy as np
 
-from varlens.lens.records import (SAT_LEVEL, InputMoments, Record, Stats, moments,  # noqa: F401
-                                  summarize)
+from varlens.core.array import ones_cached
+from varlens.lens.records import (SAT_LEVEL, InputMoments, Record, Stats, _summarize_general,  # noqa: F401
+                                  moments, summarize)
 
 # module kinds, by class name (so this layer does not import the nn layer classes)
 LINEAR_LIKE = {"Linear", "Conv1d", "Conv2d", "Conv3d", "Bilinear", "LazyLinear"}
@@ -309,7 +310,9 @@ class Lens:
             hit = self._produced.get(id(a))
             if hit is not None and hit[0] is a:
                 s = self.records[hit[1]]
-                if s.key != key and (s.path == name or s.path.startswith(name + ".") or name == "(model)"):
+                inside = s.path == name or s.path.startswith(name + ".") or name == "(model)"
+                passed = inp is not None and inp._data is a      # Identity, eval Dropout: the input itself
+                if s.key != key and (inside or passed):
                     src = self.records[s.source] if (s.level == "module" and s.source) else s
             if src is not None and rec.source in (None, src.key):
                 rec.source = src.key       # the op that made this output: the same tensor, shared stats
@@ -427,7 +430,8 @@ class Lens:
                 rec.params["in_profile_sum"] = old + prof
                 rec.params["in_profile_n"] += 1
         else:
-            fm = x.reshape(-1, x.shape[-1]).mean(axis=0, dtype=np.float64)
+            x2 = x.reshape(-1, x.shape[-1])
+            fm = (ones_cached(x2.shape[0], x2.dtype) @ x2).astype(np.float64) / x2.shape[0]
         p = rec.params
         old = p.get("in_fmean_sum")
         if old is None or old.shape != fm.shape:

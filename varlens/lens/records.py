@@ -64,7 +64,7 @@ SAT_LEVEL = 0.99
 # float16 / bfloat16 limits (IEEE binary16; bfloat16 shares float32's exponent range)
 F16_MAX, F16_TINY = 65504.0, 2.0 ** -14
 BF16_MAX, BF16_TINY = float(np.float32((2 - 2 ** -7) * 2.0 ** 127)), 2.0 ** -126
-NUMERICS_SAMPLE = 16384   # elements read per tensor for the headroom fractions (strided sample)
+NUMERICS_SAMPLE = 4096    # elements read per tensor for the headroom fractions (strided sample)
 
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -535,9 +535,10 @@ class Record:
         with units along ``axis``."""
         if a.ndim == 0 or a.dtype.kind != "f":
             return
-        x = np.moveaxis(a, axis, -1).reshape(-1, a.shape[axis])
+        x = (a if axis == a.ndim - 1 else np.moveaxis(a, axis, -1)).reshape(-1, a.shape[axis])
         with np.errstate(over="ignore", invalid="ignore"):
-            u = np.einsum("ij,ij->j", x, x, dtype=np.float64) / x.shape[0]
+            # accumulated in the array's own precision (a noise estimate needs no more than float32's)
+            u = np.einsum("ij,ij->j", x, x).astype(np.float64) / x.shape[0]
         fq, fc = ("grad_unit_q", "grad_unit_calls") if grad else ("unit_q", "unit_calls")
         cur = getattr(self, fq)
         if cur is None or cur.shape != u.shape:

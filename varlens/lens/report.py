@@ -20,9 +20,11 @@ def _f(x, w=10):
 
 
 def table(rows, direction=None, max_rows=None):
-    """A plain-text table (one line per tensor and direction)."""
-    hdr = (f"{'tensor':22s} {'type':11s} {'dir':8s} {'measured':>10s} {'predicted':>10s} {'ratio':>8s} "
-           f"{'interval':>17s} {'rel':>10s}  verdict")
+    """A plain-text table (one line per tensor and direction): measured E[x^2], the local
+    prediction and local ratio with its interval, the chained ratio, the level relative to
+    the reference, and the verdict (with the reason where there is no rule)."""
+    hdr = (f"{'tensor':28s} {'type':11s} {'dir':8s} {'measured':>10s} {'local':>10s} {'ratio':>7s} "
+           f"{'interval':>15s} {'chain':>7s} {'rel':>9s}  verdict")
     lines = [hdr, "-" * len(hdr)]
     sel = [r for r in rows if direction is None or r.direction == direction]
     if max_rows and len(sel) > max_rows:
@@ -32,19 +34,22 @@ def table(rows, direction=None, max_rows=None):
         if r is None:
             lines.append("  ...")
             continue
-        pred = r.predicted_chain if r.predicted_chain is not None else r.predicted_local
-        iv = "-" if r.ci_low is None else f"[{r.ci_low:.3g}, {r.ci_high:.3g}]"
+        iv = "-" if r.local_low is None else f"[{r.local_low:.3g}, {r.local_high:.3g}]"
+        rc = r.predicted_chain
+        chain = (r.measured / rc) if (rc and r.measured is not None and rc > 0) else None
         tag = r.verdict
-        if r.agrees is False:
-            tag += " (drift)"
+        if r.verdict == "stable" and r.chain_agrees is False:
+            tag += " (chain off)"
         nans = r.extra.get("nan", 0) + r.extra.get("inf", 0)
         if nans:
             tag += f" ({nans} nan/inf)"
         sat = r.extra.get("frac_saturated")
         if sat is not None:
             tag += f" sat={sat:.2f}"
-        lines.append(f"{r.key[:22]:22s} {r.type[:11]:11s} {r.direction[:8]:8s} {_f(r.measured)} {_f(pred)} "
-                     f"{_f(r.ratio, 8)} {iv:>17s} {_f(r.relative)}  {tag}")
+        if r.verdict in ("no rule", "non-finite") and r.note:
+            tag += f": {r.note}"
+        lines.append(f"{r.key[-28:]:28s} {r.type[:11]:11s} {r.direction[:8]:8s} {_f(r.measured)} "
+                     f"{_f(r.predicted_local)} {_f(r.ratio_local, 7)} {iv:>15s} {_f(chain, 7)} {_f(r.relative, 9)}  {tag}")
     return "\n".join(lines)
 
 
@@ -54,7 +59,14 @@ def summary_text(summ):
         where = "" if s["first_bad_depth"] is None else f" from depth {s['first_bad_depth']} ({s['first_bad_tensor']})"
         out.append(f"{d:8s}: {s['verdict']}{where}; second moment spans {_f(s['min_relative'], 0)} .. "
                    f"{_f(s['max_relative'], 0)} of the reference; {s['n_drift']}/{s['n_compared']} tensors "
-                   f"outside their interval; {s['nan_or_inf']} NaN/Inf")
+                   f"drift (local ratio outside its interval); {s.get('n_zero_init', 0)} zero-init; "
+                   f"{s.get('n_no_rule', 0)} without a rule; {s['nan_or_inf']} NaN/Inf")
+        fn = s.get("first_nonfinite")
+        if fn:
+            by = f", made by the backward of {', '.join(fn['by'])}" if fn.get("by") else ""
+            made = "" if fn.get("inputs_finite") is not False else " (its input was already non-finite)"
+            out.append(f"{'':10s}first NaN/Inf: {fn['key']} (module {fn['path']}, op {fn['op']}) at step {fn['step']}"
+                       f"{made}{by}")
     return "\n".join(out)
 
 
@@ -63,13 +75,20 @@ def to_json(lens, rows=None, meta=None, include_records=True):
     rows = compare(lens) if rows is None else rows
     doc = {"schema": SCHEMA, "meta": meta or {}, "steps_seen": lens.steps_seen,
            "steps_sampled": lens.steps_sampled, "every": lens.every,
-           "summary": summary(rows), "tensors": [r.as_dict() for r in rows]}
+           "summary": summary(rows, lens), "first_nonfinite": dict(lens.first_nonfinite),
+           "tensors": [r.as_dict() for r in rows]}
     if include_records:
         recs = {}
         for rec in lens.ordered():
-            recs[rec.key] = {"type": rec.type, "order": rec.order, "producer": rec.producer,
+            recs[rec.key] = {"type": rec.type, "level": rec.level, "path": rec.path, "op": rec.op,
+                             "source": rec.source, "order": rec.order, "producer": rec.producer,
                              "consumers": list(rec.consumers), "output": rec.out.as_dict(),
-                             "grad": rec.grad.as_dict(), "input_mean": rec.inp_mean, "input_second_moment": rec.inp_q}
+                             "grad": rec.grad.as_dict(), "input_mean": rec.inp_mean, "input_second_moment": rec.inp_q,
+                             "inputs": [{"producer": i.producer, "mean": i.mean, "second_moment": i.q}
+                                        for i in rec.inputs],
+                             "nonfinite": dict(rec.nonfinite)}
+            if rec.cross_n:
+                recs[rec.key]["cross"] = rec.cross / rec.cross_n
             if rec.weight.n:
                 recs[rec.key]["weight"] = rec.weight.as_dict()
             if rec.weight_grad.n:

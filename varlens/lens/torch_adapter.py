@@ -106,21 +106,28 @@ _ALIASES = {"radd": "add", "iadd": "add", "rsub": "sub", "isub": "sub", "rmul": 
             "conv2d": "conv", "conv3d": "conv", "max_pool1d": "max_pool", "max_pool2d": "max_pool",
             "avg_pool1d": "avg_pool", "avg_pool2d": "avg_pool", "scaled_dot_product_attention": "sdpa",
             "dropout1d": "dropout", "dropout2d": "dropout", "dropout3d": "dropout", "pow": "pow", "rpow": "pow"}
-# functions that only rearrange, view or copy values: not rows; their output passes the moments and
-# the producer of their input on (the varlens recorder lists its own view Functions as rows)
-_VIEWS = {"view", "reshape", "view_as", "reshape_as", "flatten", "unflatten", "transpose", "permute", "t",
-          "contiguous", "squeeze", "unsqueeze", "movedim", "swapaxes", "swapdims", "clone", "T", "mT"}
+# functions that rearrange, select or copy values, named as the varlens recorder names the Function
+# doing the same (a reshape to the same shape, a contiguous() of a contiguous tensor, a cast to the
+# same dtype and detach() run no Function there: here their output passes moments and producer on)
+_SHAPE_AS = {"view": "reshape", "reshape": "reshape", "view_as": "reshape", "reshape_as": "reshape",
+             "flatten": "reshape", "unflatten": "reshape", "squeeze": "reshape", "unsqueeze": "reshape",
+             "transpose": "permute", "permute": "permute", "t": "permute", "movedim": "permute",
+             "swapaxes": "permute", "swapdims": "permute", "contiguous": "clone", "clone": "clone",
+             "getitem": "getitem", "narrow": "getitem", "select": "getitem", "split": "getitem",
+             "chunk": "getitem", "unbind": "getitem", "tensor_split": "getitem", "split_with_sizes": "getitem",
+             "expand": "expand", "expand_as": "expand", "broadcast_to": "expand", "to": "cast", "float": "cast",
+             "double": "cast", "half": "cast", "bfloat16": "cast", "type": "cast", "type_as": "cast",
+             "detach": "alias"}
+_VIEWS = set(_SHAPE_AS.values())
 # functions that describe, index, cast or create tensors: not rows
-_SKIP = {"getitem", "setitem", "narrow", "select", "chunk", "split", "unbind", "tensor_split", "to", "float",
-         "double", "half", "bfloat16", "type", "type_as", "detach", "size", "dim", "stride", "numel",
+_SKIP = {"setitem", "size", "dim", "stride", "numel",
          "requires_grad", "get", "set", "cpu", "cuda", "data_ptr", "is_contiguous", "element_size",
          "is_floating_point", "storage_offset", "len", "repr", "format", "bool", "long", "int", "item",
          "tolist", "numpy", "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "zeros_like",
          "ones_like", "empty_like", "full_like", "randn_like", "rand_like", "zeros", "ones", "empty", "full",
          "arange", "tensor", "randn", "rand", "randint", "tril", "triu", "eq", "ne", "lt", "le", "gt", "ge",
          "logical_not", "logical_and", "logical_or", "isfinite", "isnan", "isinf", "argmax", "argmin",
-         "register_hook", "retain_grad", "backward", "apply", "split_with_sizes", "as_strided", "unfold",
-         "expand", "expand_as", "broadcast_to", "is_complex", "hash", "iter", "contains", "reversed", "dir",
+         "register_hook", "retain_grad", "backward", "apply", "as_strided", "unfold", "is_complex", "hash", "iter", "contains", "reversed", "dir",
          "setstate", "reduce_ex", "deepcopy", "storage", "untyped_storage", "share_memory", "pin_memory",
          "get_device", "nelement", "ndimension", "copy", "fill", "zero", "normal", "uniform", "is_leaf",
          "grad_fn", "shape", "dtype", "device", "ndim", "H", "mH", "data", "grad", "layout", "names",
@@ -150,8 +157,8 @@ def _name_of(func):
     core = name.strip("_")
     if not core or core in _SKIP:
         return None
-    if core in _VIEWS:
-        return core
+    if core in _SHAPE_AS:
+        return _SHAPE_AS[core]
     return _ALIASES.get(core, core)
 
 
@@ -686,8 +693,16 @@ class TorchLens(Lens):
             return
         T = _torch.Tensor
         if op in _VIEWS:
-            if isinstance(out, T) and args and isinstance(args[0], T) and out is not args[0]:
-                self._alias[id(out)] = (out, args[0])
+            src = args[0] if args and isinstance(args[0], T) else None
+            pieces = [o for o in out if isinstance(o, T)] if isinstance(out, (tuple, list)) else [out]
+            for piece in pieces:
+                if src is None or piece is src or not isinstance(piece, T) or not piece.is_floating_point():
+                    continue
+                if op == "alias" or (op == "reshape" and piece.shape == src.shape) or (
+                        op == "cast" and piece.dtype == src.dtype):
+                    self._alias[id(piece)] = (piece, src)
+                    continue
+                self._record_one(op, func, (src,), {}, piece, None)
             return
         t = _first_tensor(out)
         if t is None or not t.is_floating_point():
@@ -695,6 +710,14 @@ class TorchLens(Lens):
         ins_all = list(args) + [v for v in kwargs.values() if isinstance(v, T)]
         if pre is None and any(t is a for a in ins_all):
             return                         # returned an input unchanged (dropout in eval): no op ran
+        self._record_one(op, func, args, kwargs, t, pre)
+
+    def _record_one(self, op, func, args, kwargs, t, pre):
+        """One op record (or one more call of it) for output ``t``."""
+        T = _torch.Tensor
+        if op == "adaptive_avg_pool2d":
+            op, kwargs = _adaptive_as_varlens(args, kwargs, t)
+            args = args[:1]
         path = self._stack[-1]
         key = self._key(path + ":" + op)
         rec = self.records.get(key)
@@ -804,11 +827,15 @@ class TorchLens(Lens):
                 xd = x.detach().to(_F64)
                 p["channel_mean"] = xd.mean(dim=axes).cpu().numpy()
                 p["channel_q"] = (xd * xd).mean(dim=axes).cpu().numpy()
-        elif op == "avg_pool" and isinstance(x, _torch.Tensor):
-            from varlens.lens.probes import _window_correlation
-            k = named.get("kernel_size", (2, 2))
-            a = _host_view(x)
-            p["lag_corr"] = _window_correlation(a if a is not None else x.detach().cpu().numpy(), k)
+        elif op in ("avg_pool", "max_pool") and isinstance(x, _torch.Tensor):
+            k = _tuple(named.get("kernel_size", 2), x.dim() - 2)
+            p["kernel_size"] = k
+            p["stride"] = _tuple(named.get("stride") or k, x.dim() - 2)
+            p["padding"] = _tuple(named.get("padding", 0), x.dim() - 2)
+            if op == "avg_pool":
+                from varlens.lens.probes import _window_correlation
+                a = _host_view(x)
+                p["lag_corr"] = _window_correlation(a if a is not None else x.detach().cpu().numpy(), k)
 
     def _sdpa_internals(self, path, named):
         """``<path>:sdpa.logits`` and ``<path>:sdpa.softmax`` of a fused scaled_dot_product_attention,
@@ -936,6 +963,20 @@ def _named(op, args, kwargs):
                 out.append((sig[len(out)], None))
             out[i] = (k, v)
     return out
+
+
+def _adaptive_as_varlens(args, kwargs, out):
+    """(op, kwargs) under which varlens records F.adaptive_avg_pool2d: a mean over H and W for a
+    (1, 1) output, an average pool when the sizes divide, else the op keeps its own name."""
+    x = args[0]
+    H, W = x.shape[-2], x.shape[-1]
+    Ho, Wo = out.shape[-2], out.shape[-1]
+    if (Ho, Wo) == (1, 1):
+        return "mean", {}
+    if H % Ho == 0 and W % Wo == 0:
+        k = (H // Ho, W // Wo)
+        return "avg_pool", {"kernel_size": k, "stride": k}
+    return "adaptive_avg_pool2d", kwargs
 
 
 def _tuple(v, k):

@@ -15,7 +15,7 @@ from varlens import nn
 from varlens.core.array import xp
 from varlens.nn import functional as F
 from varlens.nn.positional import apply_rotary, rope_angles, sinusoidal_table
-from varlens.ops.attention import scaled_dot_product_attention
+from varlens.ops.nn.attention import scaled_dot_product_attention
 
 
 @dataclass

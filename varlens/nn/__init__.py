@@ -51,3 +51,4 @@ from varlens.nn.attention import MultiheadAttention  # noqa: F401,E402
 from varlens.nn.transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: F401,E402
                                     TransformerEncoder, TransformerEncoderLayer)
 from varlens.nn.relative import RelativeMultiheadAttention, TransformerXL, TransformerXLLayer  # noqa: F401,E402
+from varlens.nn import modules  # noqa: F401,E402  (torch.nn.modules.loss._Loss ...: alias paths, varlens/nn/modules)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import warnings
 
+from varlens.core import dtypes as DT
 from varlens.core.array import xp
 from varlens.nn import functional as F
 from varlens.nn._errors import ArgAssertionError as HardtanhArgError
-from varlens.nn.functional.activation import _check_prelu
-from varlens.nn.functional.activation import _prelu
+from varlens.nn.functional.activation import _check_prelu, _prelu
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
 
@@ -179,7 +179,6 @@ class PReLU(Module):
     def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
         super().__init__()
         self.num_parameters = num_parameters
-        from varlens.core import dtypes as DT
         self.weight = Parameter(xp.full((num_parameters,), init, dtype=DT.to_dtype(dtype) or DT.get_default_dtype()))
 
     def forward(self, input):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 # ---------------------------------------------------------------- adaptive softmax
-from collections import namedtuple  # noqa: E402
-
+from varlens import ops
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
 from varlens.nn import functional as F
+from varlens.nn.container import ModuleList, Sequential
+from varlens.nn.linear import Linear
 from varlens.nn.module import Module
+from collections import namedtuple  # noqa: E402
 
 
 _ASMoutput = namedtuple("_ASMoutput", ["output", "loss"])
@@ -22,8 +24,6 @@ class AdaptiveLogSoftmaxWithLoss(Module):
 
     def __init__(self, in_features, n_classes, cutoffs, div_value=4.0, head_bias=False, device=None, dtype=None):
         super().__init__()
-        from varlens.nn.container import ModuleList, Sequential
-        from varlens.nn.linear import Linear
         cutoffs = list(cutoffs)
         if len(cutoffs) == 0:
             raise ValueError("AdaptiveLogSoftmaxWithLoss: cutoffs should be a sequence of length larger than 0")
@@ -53,7 +53,6 @@ class AdaptiveLogSoftmaxWithLoss(Module):
             h2o.reset_parameters()
 
     def forward(self, input_, target_):
-        from varlens import ops
         input, target = input_, target_
         unb = input.ndim == 1
         if input.ndim not in (1, 2):
@@ -84,14 +83,13 @@ class AdaptiveLogSoftmaxWithLoss(Module):
             sub = ops.index_select(input, 0, Tensor._make(rows))
             lp = F.log_softmax(self.tail[i - 1](sub), 1)
             local = ops.gather(lp, 1, Tensor._make((t[rows] - lo)[:, None])).squeeze(1)
-            out = ops.index_put(out, (rows,), local)
+            out = ops.setitem(out, (rows,), local)
         head_lp = F.log_softmax(self.head(input), 1)
         out = out + ops.gather(head_lp, 1, Tensor._make(head_idx[:, None])).squeeze(1)
         loss = (-out).mean()
         return _ASMoutput(out.squeeze(0) if unb else out, loss)
 
     def _full_log_prob(self, input, head_output):
-        from varlens import ops
         head_lp = F.log_softmax(head_output, 1)
         parts = [head_lp[:, :self.shortlist_size]]
         for i in range(self.n_clusters):

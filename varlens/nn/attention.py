@@ -18,7 +18,7 @@ from varlens.nn._errors import ArgAssertionError, ShapeAssertionError
 from varlens.nn.linear import Linear
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
-from varlens.ops.attention import scaled_dot_product_attention
+from varlens.ops.nn.attention import scaled_dot_product_attention
 from varlens.core.tensor import Tensor
 
 

@@ -1,5 +1,5 @@
 """Convolution layers: Conv1d/2d/3d and ConvTranspose1d/2d/3d (PyTorch's arguments, weight layouts and
-default initialisation).  The math and its derivatives live in varlens.ops.conv (seed 003 §5.2) and
+default initialisation).  The math and its derivatives live in varlens.ops.nn.conv (seed 003 §5.2) and
 varlens.nn.functional.conv.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from varlens.nn import init
 from varlens.nn._errors import ArgRuntimeError
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
-from varlens.ops.conv import _tuple
+from varlens.ops.nn.conv import _tuple
 from varlens.nn._device import _check_device
 
 

@@ -12,7 +12,7 @@ from varlens.nn._errors import ArgRuntimeError
 from varlens.nn.functional._common import _type_name
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
-from varlens.ops import nn_ops as _nn
+from varlens.ops.nn import linear as _nn
 from varlens.nn._device import _check_device
 
 

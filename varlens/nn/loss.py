@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 from varlens.nn import functional as F
-from varlens.nn.functional.loss import _check_reduction
-from varlens.nn.functional.loss import _legacy_reduction
-from varlens.nn.module import Module
 from varlens.nn.distance import PairwiseDistance
+from varlens.nn.functional.loss import _check_reduction, _legacy_reduction
+from varlens.nn.linear import Linear
+from varlens.nn.module import Module
 
 
 class _Loss(Module):
@@ -130,7 +130,6 @@ class LinearCrossEntropyLoss(Module):
     def __init__(self, in_features, num_classes, *, out_features=(), bias=False, device=None, dtype=None,
                  reduction="mean", weight=None, ignore_index=None, label_smoothing=0.0, options=None):
         super().__init__()
-        from varlens.nn.linear import Linear
         if weight is not None and tuple(weight.shape) != (num_classes,):
             raise RuntimeError(f"expected weight shape to be {(num_classes,)}, got {tuple(weight.shape)}")
         if not 0 <= label_smoothing <= 1.0:

@@ -2,7 +2,7 @@
 
 ``RNN`` (tanh / relu), ``LSTM`` and ``GRU`` run a whole sequence; ``RNNCell``, ``LSTMCell``,
 ``GRUCell`` do one step.  Each layer/direction is one fused op from
-``varlens.ops.rnn_ops`` (forward loop plus hand-written BPTT), so a 50-step LSTM is one
+``varlens.ops.nn.rnn`` (forward loop plus hand-written BPTT), so a 50-step LSTM is one
 node on the tape, not hundreds.
 
 Parameters are named as in PyTorch (``weight_ih_l0``, ``weight_hh_l0``, ``bias_ih_l0``,
@@ -24,15 +24,15 @@ from __future__ import annotations
 import math
 
 from varlens import ops as _ops
-from varlens.core.dtypes import get_default_dtype
-from varlens.core.dtypes import to_dtype
+from varlens.core.array import xp
+from varlens.core.dtypes import get_default_dtype, to_dtype
 from varlens.core.tensor import Tensor
 from varlens.nn import functional as F
 from varlens.nn._errors import ArgTypeError
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
 from varlens.nn.utils.rnn import PackedSequence
-from varlens.ops import rnn_ops as _R
+from varlens.ops.nn import rnn as _R
 from varlens.random import _gen
 
 
@@ -232,7 +232,6 @@ class RNNBase(Module):
 
 
 def _rnn_empty(shape, dt):
-    from varlens.core.array import xp
     return xp.zeros(shape, dtype=dt)
 
 

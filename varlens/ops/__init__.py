@@ -3,26 +3,25 @@ grouped by family, plus the functions users call.  The table at the bottom
 installs the Tensor methods and operators, so ``x.sum(1)`` and ``x + y`` land here."""
 from __future__ import annotations
 
-from varlens.ops.attention import scaled_dot_product_attention
-from varlens.ops.compare import (allclose, bitwise_and, bitwise_not, bitwise_or, ceil, eq, equal,
-                                 floor, floor_divide, ge, gt, isclose, isfinite, isinf, isnan, le,
-                                 logical_and, logical_not, logical_or, logical_xor, lt, ne, remainder,
-                                 round, trunc)
+from varlens.ops.nn.attention import scaled_dot_product_attention
+from varlens.ops.pointwise import floor_divide, remainder
+from varlens.ops.compare import allclose, bitwise_and, bitwise_not, bitwise_or, eq, equal, ge, gt, isclose, isfinite, isinf, isnan, le, logical_and, logical_not, logical_or, logical_xor, lt, ne
+from varlens.ops.pointwise import ceil, floor, round, trunc
 from varlens.ops.einsum import einsum
-from varlens.ops.elementwise import _add, _sub  # noqa: F401  (operator fast paths)
-from varlens.ops.elementwise import (abs, add, cast, clamp, clone, cos, div, elu, erf, exp, gelu,
-                                     leaky_relu, log, maximum, minimum, mul, neg, pow, rdiv, relu,
-                                     rpow, rsqrt, rsub, sigmoid, sign, silu, sin, softplus, sqrt,
-                                     square, sub, tanh, where)
-from varlens.ops.index import (gather, getitem, index_key, index_put, index_scatter, index_select,
+from varlens.ops.pointwise import _add, _sub  # noqa: F401  (operator fast paths)
+from varlens.ops.pointwise import abs, add, cast, clamp, clone, cos, div, erf, exp, log, maximum, minimum, mul, neg, pow, rdiv, rpow, rsqrt, rsub, sigmoid, sign, sin, sqrt, square, sub, tanh, where
+from varlens.ops.activation import elu, gelu, leaky_relu, relu, silu, softplus
+from varlens.ops.index import (gather, getitem, index_key, setitem, index_scatter, index_select,
                                masked_fill, one_hot, scatter, scatter_add)
 from varlens.ops.linalg import bmm, dot, matmul, mm, outer
-from varlens.ops.reduce import (all, amax, amin, any, argmax, argmin, cumsum, logsumexp, max, mean,
-                                min, norm, prod, softmax, log_softmax, std, std_mean, sum, var,
-                                var_mean)
-from varlens.ops.sort import argsort, sort, topk
-from varlens.ops.misc import (baddbmm, diag, diagonal, meshgrid, nonzero, repeat_interleave, roll,
-                              tril, triu, unique)
+from varlens.ops.reduce import all, amax, amin, any, argmax, argmin, logsumexp, max, mean, min, prod, softmax, log_softmax, std, std_mean, sum, var, var_mean
+from varlens.ops.linalg import norm
+from varlens.ops.scan import cumsum
+from varlens.ops.order import argsort, sort, topk
+from varlens.ops.order import unique
+from varlens.ops.index import nonzero
+from varlens.ops.shape import meshgrid, roll
+from varlens.ops.index import diag, diagonal, repeat_interleave, tril, triu
 from varlens.ops.shape import (broadcast_to, cat, chunk, concat, concatenate, expand, expand_as,
                                flatten, flip, movedim, permute, repeat, reshape, split, squeeze,
                                stack, swapaxes, t, transpose, unbind, unflatten, unsqueeze, view,
@@ -30,45 +29,10 @@ from varlens.ops.shape import (broadcast_to, cat, chunk, concat, concatenate, ex
 from varlens.core.tensor import Tensor
 
 
-clip = clamp
-multiply = mul
-subtract = sub
-divide = div
-true_divide = div
-negative = neg
-absolute = abs
-greater = gt
-less = lt
-
-
-from varlens.ops.elementwise import expm1, log1p  # noqa: E402,F401  (one op each: accurate near 0)
-
-
-def log2(x):
-    return div(log(x), 0.6931471805599453)
-
-
-def log10(x):
-    return div(log(x), 2.302585092994046)
-
-
-def reciprocal(x):
-    return rdiv(x, 1.0)
-
-
-def mv(a, v):
-    return matmul(a, v)
-
-
-def addmm(bias, a, b, *, beta=1, alpha=1):
-    out = matmul(a, b)
-    if alpha != 1:
-        out = mul(out, alpha)
-    return add(mul(bias, beta) if beta != 1 else bias, out)
-
-
-def lerp(a, b, w):
-    return add(a, mul(sub(b, a), w))
+from varlens.ops.pointwise import expm1, log1p  # noqa: E402,F401  (one op each: accurate near 0)
+from varlens.ops.pointwise import absolute, clip, divide, lerp, log10, log2, multiply, negative, reciprocal, subtract, true_divide  # noqa: E402,F401
+from varlens.ops.compare import greater, less  # noqa: E402,F401
+from varlens.ops.linalg import mv  # noqa: E402,F401
 
 
 def _r(fn):
@@ -132,9 +96,13 @@ for _name, _fn in _METHODS.items():
 del _name, _fn
 
 # more of PyTorch's Tensor API, composed from the ops above (varlens/ops/extra.py)
-from varlens.ops.extra import (bincount, count_nonzero, diff, fliplr, flipud, fmod, frac,  # noqa: E402
-                               histc, index_add, index_copy, index_fill, logit, median, nan_to_num,
-                               narrow, rot90)
+from varlens.ops.extra import fmod
+from varlens.ops.shape import fliplr, flipud, narrow, rot90
+from varlens.ops.order import bincount, histc, median
+from varlens.ops.scan import diff
+from varlens.ops.reduce import count_nonzero
+from varlens.ops.pointwise import frac, logit, nan_to_num
+from varlens.ops.index import index_add, index_copy, index_fill
 from varlens.ops import extra as _extra  # noqa: E402
 
 _extra.install()

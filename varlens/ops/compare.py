@@ -1,17 +1,17 @@
 """Comparisons and logical ops: no gradient (their outputs are bool or integer)."""
 from __future__ import annotations
 
-from varlens.core.function import Function
 from varlens.core.array import xp
+from varlens.core.tensor import Tensor
+from varlens.ops._args import _arr as _arr_args
+from varlens.ops._args import _tensor
 
 
 def _arr(v):
-    from varlens.core.tensor import Tensor
     return v._data if isinstance(v, Tensor) else v
 
 
 def _mk(fn):
-    from varlens.core.tensor import Tensor
 
     def f(a, b=None):
         r = fn(_arr(a)) if b is None else fn(_arr(a), _arr(b))
@@ -34,56 +34,6 @@ isinf = _mk(xp.isinf)
 isfinite = _mk(xp.isfinite)
 
 
-class _Step(Function):
-    """A piecewise-constant map (floor, ceil, round, trunc): derivative 0 almost everywhere,
-    so backward returns zeros (as PyTorch, which keeps these ops differentiable)."""
-
-    fn = None
-
-    def forward(self, x, *args):
-        if x.dtype.kind in "biu":
-            if x.dtype.kind == "b":
-                raise NotImplementedError(f'"{type(self).__name__.lower()}" not implemented for \'Bool\' '
-                                          "(a bool tensor); convert it with .float() or .long() first")
-            return x.copy()
-        return type(self).fn(x, *args)
-
-    def backward(self, g):
-        return g * 0
-
-
-class Floor(_Step):
-    fn = staticmethod(xp.floor)
-
-
-class Ceil(_Step):
-    fn = staticmethod(xp.ceil)
-
-
-class Round(_Step):
-    fn = staticmethod(xp.round)
-
-
-class Trunc(_Step):
-    fn = staticmethod(xp.trunc)
-
-
-def floor(x):
-    return Floor.apply(x)
-
-
-def ceil(x):
-    return Ceil.apply(x)
-
-
-def round(x, *, decimals=0):  # noqa: A001
-    return Round.apply(x) if decimals == 0 else Round.apply(x, decimals)
-
-
-def trunc(x):
-    return Trunc.apply(x)
-
-from varlens.ops.elementwise import floor_divide, remainder  # noqa: E402,F401  (promoted as PyTorch; % differentiable)
 bitwise_and = _mk(xp.bitwise_and)
 bitwise_or = _mk(xp.bitwise_or)
 bitwise_not = _mk(xp.invert)
@@ -98,5 +48,44 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    from varlens.core.tensor import Tensor
     return Tensor._make(xp.isclose(_arr(a), _arr(b), rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+# PyTorch's other names for the same functions
+greater = gt
+less = lt
+
+
+def isposinf(input):  # noqa: A002
+    return Tensor._make(xp.isposinf(_tensor(input, "isposinf: input")._data))
+
+
+def isneginf(input):  # noqa: A002
+    return Tensor._make(xp.isneginf(_tensor(input, "isneginf: input")._data))
+
+
+def bitwise_xor(input, other):  # noqa: A002
+    a, b = _arr_args(input), _arr_args(other)
+    if a.dtype.kind not in "iub" or b.dtype.kind not in "iub":
+        raise RuntimeError(f"bitwise_xor: expected integer or bool tensors, got {a.dtype} and {b.dtype}")
+    return Tensor._make(xp.asarray(xp.bitwise_xor(a, b)))
+
+
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """Whether each element of ``elements`` occurs in ``test_elements`` (either may be a number)."""
+    if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
+        raise TypeError("isin: elements or test_elements must be a Tensor")
+    e, t = _arr_args(elements), _arr_args(test_elements)
+    return Tensor._make(xp.asarray(xp.isin(e, t, assume_unique=assume_unique, invert=invert)))
+
+
+def greater_equal(input, other):  # noqa: A002
+    return ge(input, other)
+
+
+def less_equal(input, other):  # noqa: A002
+    return le(input, other)
+
+
+def not_equal(input, other):  # noqa: A002
+    return ne(input, other)

@@ -19,6 +19,9 @@ import string
 
 from varlens.core.function import Function
 from varlens.core.array import xp
+from varlens.core.tensor import Tensor
+from varlens.ops.pointwise import torch_dtype_name as _tn
+from varlens.ops.shape import expand, reshape
 
 _LETTERS = string.ascii_letters
 
@@ -140,7 +143,6 @@ def _np_eye(n, like):
 
 
 def _t_eye(n, like):
-    from varlens.core.tensor import Tensor
     return Tensor._make(xp.eye(n, dtype=like.dtype))
 
 
@@ -185,14 +187,12 @@ class Einsum(Function):
 
 
 def _ones(shape, like):
-    from varlens.core.tensor import Tensor
     return Tensor._make(xp.ones(shape, dtype=like.dtype))
 
 
 def einsum(equation, *operands):
     """torch.einsum: sums of products over named subscripts, with '...' and repeated
     subscripts (traces / diagonals); differentiable in every operand."""
-    from varlens.core.tensor import Tensor
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     if not isinstance(equation, str):
@@ -204,7 +204,6 @@ def einsum(equation, *operands):
         dt0 = operands[0]._data.dtype
         for k, o in enumerate(operands):
             if o._data.dtype != dt0:
-                from varlens.ops.elementwise import torch_dtype_name as _tn
                 raise RuntimeError(f"einsum: expected scalar type {_tn(dt0)} but found {_tn(o._data.dtype)} "
                                    f"(operand 0 is {dt0}, operand {k} is {o._data.dtype}; torch does not "
                                    f"promote in einsum: convert with .to(dtype))")
@@ -216,7 +215,6 @@ def einsum(equation, *operands):
             want = tuple(ell_shape[fresh.index(c)] if c in fresh else d
                          for c, d in zip(s, [1] * (len(s) - o.ndim) + list(o.shape)))
             if len(s) != o.ndim or want != tuple(o.shape):
-                from varlens.ops.shape import expand, reshape
                 o = expand(reshape(o, (1,) * (len(s) - o.ndim) + tuple(o.shape)), want) \
                     if len(s) != o.ndim else expand(o, want)
             ops2.append(o)

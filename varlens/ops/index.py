@@ -8,14 +8,33 @@ from __future__ import annotations
 
 from varlens.core.function import Function
 from varlens.core.array import xp
+from varlens.ops.shape import _dim as _shape_dim
 from varlens.core.grad_mode import _enabled
 from varlens.core import primitives as D
-from varlens.core.primitives import IndexScatter, is_basic_index as _is_basic, scatter_array as _scatter_array
+from varlens.core.primitives import IndexScatter, is_basic_index as _is_basic
+from varlens.core import dtypes as DT
+from varlens.core.tensor import Tensor
+from varlens.ops.shape import broadcast_to
+from varlens.ops.shape import reshape
+from varlens.ops._args import _dim
+from varlens.ops._args import _arr
+from varlens.core import grad_mode as _gm
+from varlens.ops._args import _tensor
+from varlens.ops.pointwise import add
+from varlens.ops.pointwise import cast
+from varlens.ops.pointwise import div
+from varlens.ops.shape import expand
+from varlens.ops.pointwise import mul
+from varlens.ops.shape import permute
+from varlens.ops.pointwise import where
+from varlens.ops._args import _dim as _dim_args
+from varlens.ops.shape import flatten
+import itertools
+from varlens.ops.shape import movedim
 
 
 def index_key(key):
     """Turn Tensors/lists inside an index into arrays; leave ints, slices, None, Ellipsis."""
-    from varlens.core.tensor import Tensor
     if isinstance(key, tuple):
         return tuple(_one(k, Tensor) for k in key)
     return _one(key, Tensor)
@@ -102,12 +121,10 @@ class Gather(Function):
 
 
 def _t(a):
-    from varlens.core.tensor import Tensor
     return Tensor._make(a)
 
 
 def _zeros_tensor(shape, dtype):
-    from varlens.core.tensor import Tensor
     return Tensor._make(xp.zeros(shape, dtype=dtype))
 
 
@@ -190,27 +207,25 @@ def index_scatter(g, key, shape):
     return IndexScatter.apply(g, key, shape)
 
 
-def index_put(x, key, value):
-    from varlens.core.tensor import Tensor
+def setitem(x, key, value):
+    """out = x with out[key] = value (``x[key] = value`` as a recorded op; torch.index_put is
+    varlens.index_put)."""
     if not isinstance(value, Tensor):
         value = xp.asarray(value, dtype=x.dtype)
     return IndexPut.apply(x, index_key(key), value)
 
 
 def _d(dim, x, op):
-    from varlens.ops.shape import _dim
-    return _dim(dim, max(x.ndim, 1), op) if x.ndim else 0
+    return _shape_dim(dim, max(x.ndim, 1), op) if x.ndim else 0
 
 
 def _same_dtype(x, src, op):
-    from varlens.core.tensor import Tensor
     if isinstance(src, Tensor) and src._data.dtype != x._data.dtype:
         raise RuntimeError(f"{op}(): Expected self.dtype to be equal to src.dtype (self is {x._data.dtype}, "
                            f"src is {src._data.dtype})")
 
 
 def index_select(x, dim, index):
-    from varlens.core.tensor import Tensor
     d = _d(dim, x, "index_select")
     idx = index._data if isinstance(index, Tensor) else xp.asarray(index)
     if idx.dtype.kind not in "iu":
@@ -227,7 +242,6 @@ def index_select(x, dim, index):
 
 
 def _check_index(index, x, dim, op):
-    from varlens.core.tensor import Tensor
     idx = index._data if isinstance(index, Tensor) else xp.asarray(index)
     if idx.dtype.kind not in "iu":
         raise RuntimeError(f"{op}: index must be an int64 tensor, got dtype {idx.dtype}")
@@ -260,7 +274,6 @@ def scatter(x, dim, index, src=None, *, value=None):
 
 
 def masked_fill(x, mask, value):
-    from varlens.core.tensor import Tensor
     m = mask._data if isinstance(mask, Tensor) else xp.asarray(mask)
     if m.dtype != bool:
         raise RuntimeError(f"masked_fill: mask must be a bool tensor, got dtype {m.dtype}")
@@ -278,7 +291,6 @@ def masked_fill(x, mask, value):
 
 
 def one_hot(index, num_classes=-1):
-    from varlens.core.tensor import Tensor
     a = index._data if isinstance(index, Tensor) else xp.asarray(index)
     if a.dtype.kind not in "iu":
         raise RuntimeError(f"one_hot: expected an integer (int64) tensor of class indices, got dtype {a.dtype}")
@@ -289,3 +301,429 @@ def one_hot(index, num_classes=-1):
                            f"{int(a.min()) if a.min() < 0 else int(a.max())}")
     out = (a[..., None] == xp.arange(num_classes)).astype(xp.int64)
     return Tensor._make(out)
+
+
+def masked_select(input, mask):
+    m = mask._data if isinstance(mask, Tensor) else xp.asarray(mask)
+    if m.dtype != bool:
+        raise RuntimeError(f"masked_select: mask must be a bool tensor, got dtype {m.dtype}")
+    shape = xp.broadcast_shapes(m.shape, tuple(input.shape))
+    x = broadcast_to(input, shape) if tuple(input.shape) != shape else input
+    return x[Tensor._make(xp.broadcast_to(m, shape).copy())]
+
+
+def take(input, index):
+    idx = index._data if isinstance(index, Tensor) else xp.asarray(index)
+    return reshape(input, (-1,))[Tensor._make(idx.astype(DT.int64))]
+
+
+def take_along_dim(input, indices, dim=None):
+    if dim is None:
+        return take(input, reshape(indices, (-1,)))
+    idx = indices._data if isinstance(indices, Tensor) else xp.asarray(indices)
+    d = dim % input.ndim
+    shape = list(xp.broadcast_shapes(tuple(input.shape[:d]) + (1,) + tuple(input.shape[d + 1:]),
+                                     tuple(idx.shape[:d]) + (1,) + tuple(idx.shape[d + 1:])))
+    xs = list(shape)
+    xs[d] = input.shape[d]
+    ishape = list(shape)
+    ishape[d] = idx.shape[d]
+    x = broadcast_to(input, tuple(xs)) if tuple(input.shape) != tuple(xs) else input
+    return gather(x, d, Tensor._make(xp.broadcast_to(idx, ishape).astype(DT.int64)))
+
+
+def argwhere(x):
+    return Tensor._make(xp.argwhere(x._data).astype(DT.int64))
+
+
+# ---------------------------------------------------------------- index_add / fill / copy
+def _index_along(x, dim, index, what, src_shape=None):
+    """``index`` (1-D int) laid along ``dim`` and expanded to ``src_shape``, for scatter."""
+    d = _dim(x, dim, what)
+    idx = index._data if isinstance(index, Tensor) else xp.asarray(index)
+    if idx.ndim > 1 or idx.dtype.kind not in "iu":
+        raise RuntimeError(f"{what}: index must be a 1-D integer tensor, got shape {tuple(idx.shape)} "
+                           f"and dtype {idx.dtype}")
+    idx = idx.reshape(-1)
+    L = x.shape[d]
+    if idx.size and (idx.min() < -L or idx.max() >= L):
+        raise IndexError(f"{what}: index out of range for dimension {d} of size {L}")
+    idx = idx % L if idx.size else idx
+    shape = [1] * x.ndim
+    shape[d] = idx.size
+    full = list(x.shape) if src_shape is None else list(src_shape)
+    full[d] = idx.size
+    return d, Tensor._make(xp.broadcast_to(idx.reshape(shape), full).astype(DT.int64))
+
+
+def index_add(x, dim, index, source, *, alpha=1):
+    """x with ``alpha * source`` added at ``index`` along ``dim`` (repeated indices add up)."""
+    src = source if isinstance(source, Tensor) else Tensor._make(xp.asarray(source, dtype=x.dtype))
+    d, idx = _index_along(x, dim, index, "index_add", src.shape)
+    exp_shape = list(x.shape)
+    exp_shape[d] = idx.shape[d]
+    if list(src.shape) != exp_shape:
+        raise RuntimeError(f"index_add: source must have shape {tuple(exp_shape)}, got {tuple(src.shape)}")
+    return scatter_add(x, d, idx, src * alpha if alpha != 1 else src)
+
+
+def index_copy(x, dim, index, source):
+    src = source if isinstance(source, Tensor) else Tensor._make(xp.asarray(source, dtype=x.dtype))
+    d, idx = _index_along(x, dim, index, "index_copy", src.shape)
+    return scatter(x, d, idx, src)
+
+
+def index_fill(x, dim, index, value):
+    d, _ = _index_along(x, dim, index, "index_fill")
+    idx = index._data if isinstance(index, Tensor) else xp.asarray(index)
+    mask = xp.zeros(x.shape[d], dtype=bool)
+    mask[idx.reshape(-1)] = True
+    shape = [1] * x.ndim
+    shape[d] = x.shape[d]
+    return masked_fill(x, Tensor._make(mask.reshape(shape)), value)
+
+
+def nonzero(x, as_tuple=False):
+    a = xp.nonzero(x._data)
+    T = Tensor
+    if as_tuple:
+        return tuple(T._make(i.astype(xp.int64)) for i in a)
+    return T._make(xp.stack(a, axis=1).astype(xp.int64) if a else xp.zeros((0, 0), dtype=xp.int64))
+
+
+# ---------------------------------------------------------------- writing into tensors
+def _index_tuple(indices, what):
+    if isinstance(indices, (tuple, list)):
+        key = []
+        for i, k in enumerate(indices):
+            if isinstance(k, Tensor):
+                if k.dtype.kind not in "iub":
+                    raise IndexError(f"{what}: indices[{i}] must be an integer or bool tensor, got dtype {k.dtype}")
+                key.append(k._data)
+            else:
+                key.append(k)
+        return tuple(key)
+    return indices
+
+
+def index_put(input, indices, values, accumulate=False):  # noqa: A002
+    """out = input with out[indices] = values (torch.index_put; indices a tuple of index
+    tensors); with ``accumulate`` the values are added, repeated indices adding up."""
+    x = _tensor(input, "index_put: input")
+    key = index_key(_index_tuple(indices, "index_put"))
+    try:
+        sub_shape = x._data[key].shape
+    except IndexError as e:
+        raise IndexError(f"index_put: indices are invalid for an input of shape {tuple(x.shape)}: {e}") from None
+    v = values if isinstance(values, Tensor) else Tensor._make(xp.asarray(values, dtype=x.dtype))
+    try:
+        xp.broadcast_shapes(tuple(v.shape), sub_shape)
+    except ValueError:
+        raise RuntimeError(f"index_put: values of shape {tuple(v.shape)} cannot be broadcast to the indexed "
+                           f"shape {tuple(sub_shape)}") from None
+    if v.dtype != x.dtype:
+        v = cast(v, x.dtype)
+    if not accumulate:
+        return setitem(x, key, v)
+    if tuple(v.shape) != tuple(sub_shape):
+        v = expand(v, sub_shape)
+    return add(x, index_scatter(v, key, tuple(x.shape)))
+
+
+def put(input, index, source, accumulate=False):  # noqa: A002
+    """Write ``source`` at flat positions ``index`` of ``input`` (as if it were 1-D)."""
+    x = _tensor(input, "put: input")
+    idx = _arr(index)
+    if idx.dtype.kind not in "iu":
+        raise IndexError(f"put: index must be an integer tensor, got dtype {idx.dtype}")
+    src = _tensor(source, "put: source")
+    if idx.size != src.numel():
+        raise RuntimeError(f"put: index and source must have the same number of elements, got "
+                           f"{idx.size} and {src.numel()}")
+    n = x.numel()
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        raise IndexError(f"put: index out of range for a tensor of {n} elements")
+    flat = reshape(x, (-1,))
+    out = index_put(flat, (Tensor._make(idx.reshape(-1) % max(n, 1)),), reshape(src, (-1,)), accumulate)
+    return reshape(out, tuple(x.shape))
+
+
+def masked_scatter(input, mask, source):  # noqa: A002
+    """Copy ``source``'s leading elements (in order) into the positions where ``mask`` is True."""
+    x = _tensor(input, "masked_scatter: input")
+    m = _arr(mask)
+    if m.dtype != bool:
+        raise RuntimeError(f"masked_scatter: mask must be a bool tensor, got dtype {m.dtype}")
+    try:
+        m = xp.broadcast_to(m, tuple(x.shape))
+    except ValueError:
+        raise RuntimeError(f"masked_scatter: mask of shape {tuple(m.shape)} does not broadcast to the "
+                           f"input's shape {tuple(x.shape)}") from None
+    src = _tensor(source, "masked_scatter: source")
+    k = int(m.sum())
+    if src.numel() < k:
+        raise RuntimeError(f"masked_scatter: source has {src.numel()} elements but the mask selects {k}")
+    vals = reshape(src, (-1,))[:k]
+    if vals.dtype != x.dtype:
+        vals = cast(vals, x.dtype)
+    return setitem(x, (xp.ascontiguousarray(m),), vals)
+
+
+def fill_diagonal(input, fill_value, wrap=False):  # noqa: A002
+    """input with its main diagonal set to fill_value (all dims equal for ndim > 2; for a tall
+    2-D matrix ``wrap`` restarts the diagonal every ncols + 1 rows, as NumPy and PyTorch)."""
+    x = _tensor(input, "fill_diagonal_: input")
+    if x.ndim < 2:
+        raise RuntimeError(f"fill_diagonal_: dimensions must be larger than 1, got shape {tuple(x.shape)}")
+    if x.ndim > 2 and len(set(x.shape)) != 1:
+        raise RuntimeError(f"fill_diagonal_: all dimensions of input must be of equal length, got {tuple(x.shape)}")
+    m = xp.zeros(tuple(x.shape), bool)
+    xp.fill_diagonal(m, True, wrap=wrap)
+    return masked_fill(x, Tensor._make(m), fill_value)
+
+
+def select(input, dim, index):  # noqa: A002
+    x = _tensor(input, "select: input")
+    d = _dim(x, dim, "select")
+    n = x.shape[d]
+    if not -n <= index < n:
+        raise IndexError(f"select: index {index} out of range for dimension {d} of size {n}")
+    return x[(slice(None),) * d + (index % n,)]
+
+
+def select_scatter(input, src, dim, index):  # noqa: A002
+    x = _tensor(input, "select_scatter: input")
+    d = _dim(x, dim, "select_scatter")
+    n = x.shape[d]
+    if not -n <= index < n:
+        raise IndexError(f"select_scatter: index {index} out of range for dimension {d} of size {n}")
+    return _scatter_key(x, src, (slice(None),) * d + (index % n,), "select_scatter")
+
+
+def slice_scatter(input, src, dim=0, start=None, end=None, step=1):  # noqa: A002
+    x = _tensor(input, "slice_scatter: input")
+    d = _dim(x, dim, "slice_scatter")
+    return _scatter_key(x, src, (slice(None),) * d + (slice(start, end, step),), "slice_scatter")
+
+
+def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):  # noqa: A002
+    x = _tensor(input, "diagonal_scatter: input")
+    d1, d2 = _dim(x, dim1, "diagonal_scatter"), _dim(x, dim2, "diagonal_scatter")
+    if d1 == d2:
+        raise RuntimeError(f"diagonal_scatter: dim1 and dim2 cannot be equal, got {dim1} and {dim2}")
+    r, c = x.shape[d1], x.shape[d2]
+    k = max(0, min(r, c - offset)) if offset >= 0 else max(0, min(r + offset, c))
+    i = xp.arange(k)
+    rows, cols = (i, i + offset) if offset >= 0 else (i - offset, i)
+    rest = [j for j in range(x.ndim) if j not in (d1, d2)]
+    perm = rest + [d1, d2]
+    xm = permute(x, perm)
+    out = _scatter_key(xm, src, (Ellipsis, rows, cols), "diagonal_scatter")
+    inv = [0] * x.ndim
+    for j, p in enumerate(perm):
+        inv[p] = j
+    return permute(out, inv)
+
+
+def _scatter_key(x, src, key, what):
+    src = _tensor(src, f"{what}: src")
+    want = x._data[key].shape
+    if tuple(src.shape) != tuple(want):
+        raise RuntimeError(f"{what}: src must have shape {tuple(want)}, got {tuple(src.shape)}")
+    if src.dtype != x.dtype:
+        src = cast(src, x.dtype)
+    return setitem(x, key, src)
+
+
+_REDUCES = ("sum", "prod", "mean", "amax", "amin")
+
+
+def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noqa: A002
+    """Reduce ``src`` into ``input`` at ``index`` along ``dim`` (sum, prod, mean, amax, amin).
+    sum and mean are scatter_add compositions; amax/amin send the gradient evenly to every
+    element equal to the result (input's own included when include_self), as PyTorch."""
+    x = _tensor(input, "scatter_reduce: input")
+    src = _tensor(src, "scatter_reduce: src")
+    if reduce not in _REDUCES:
+        raise RuntimeError(f"scatter_reduce: reduce must be one of {', '.join(_REDUCES)}, got {reduce!r}")
+    d = _dim(x, dim, "scatter_reduce")
+    idx = _arr(index)
+    if idx.dtype.kind not in "iu":
+        raise RuntimeError(f"scatter_reduce: index must be an int64 tensor, got dtype {idx.dtype}")
+    if idx.ndim != x.ndim or src.ndim != x.ndim:
+        raise RuntimeError(f"scatter_reduce: index, src and input must have the same number of dimensions, got "
+                           f"{idx.ndim}, {src.ndim} and {x.ndim}")
+    if any(i > s for i, s in zip(idx.shape, src.shape)):
+        raise RuntimeError(f"scatter_reduce: index of shape {tuple(idx.shape)} is larger than src of shape "
+                           f"{tuple(src.shape)}")
+    n = x.shape[d]
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        raise RuntimeError(f"scatter_reduce: index out of bounds for dimension {d} with size {n} "
+                           f"(expected indices in [{-n}, {n - 1}])")
+    idx = idx % max(n, 1)
+    if src.dtype != x.dtype:
+        src = cast(src, x.dtype)
+    srcv = src if tuple(src.shape) == tuple(idx.shape) else src[tuple(slice(0, s) for s in idx.shape)]
+    it = Tensor._make(idx.astype(DT.int64))
+    full = _full_index(d, idx)
+    hits = xp.zeros(tuple(x.shape), xp.int64)
+    xp.add.at(hits, full, 1)
+    hit = hits > 0
+    base = x if include_self else mul(x, Tensor._make((~hit).astype(x.dtype)))
+    if reduce == "sum":
+        return scatter_add(base, d, it, srcv)
+    if reduce == "mean":
+        s = scatter_add(base, d, it, srcv)
+        cnt = hits + (1 if include_self else 0)
+        if x.dtype.kind == "f":
+            return where(Tensor._make(cnt > 0), div(s, Tensor._make(xp.maximum(cnt, 1).astype(x.dtype))), x)
+        return Tensor._make(xp.where(cnt > 0, xp.floor_divide(s._data, xp.maximum(cnt, 1)), x._data).astype(x.dtype))
+    # values first, on arrays
+    r = x._data.copy()
+    ufunc = {"prod": xp.multiply, "amax": xp.maximum, "amin": xp.minimum}[reduce]
+    if not include_self:
+        r[hit] = {"prod": 1, "amax": -xp.inf if r.dtype.kind == "f" else xp.iinfo(r.dtype).min,
+                  "amin": xp.inf if r.dtype.kind == "f" else xp.iinfo(r.dtype).max}[reduce]
+    ufunc.at(r, full, srcv._data)
+    if not include_self:
+        r = xp.where(hit, r, x._data)
+    need = _gm.is_grad_enabled() and (x.requires_grad or src.requires_grad)
+    if not need:
+        return Tensor._make(r)
+    if reduce == "prod":
+        raise NotImplementedError("scatter_reduce: the gradient of reduce='prod' is not implemented; "
+                                  "use 'sum' on logarithms or compute it without grad")
+    # gradient: evenly among the elements equal to the result
+    rt = Tensor._make(r)
+    # input's own element shares when it equals the result (include_self), or alone where nothing
+    # landed.  The count of sharers includes input's element whenever it equals the result, even
+    # with include_self=False (PyTorch's convention at such ties; away from ties nothing changes)
+    eq_self = x._data == r
+    ms = eq_self if include_self else eq_self & ~hit
+    msrc = (srcv._data == r[full]).astype(x.dtype)
+    cnt = eq_self.astype(x.dtype)
+    xp.add.at(cnt, full, msrc)
+    w = Tensor._make(ms.astype(x.dtype) / cnt)
+    expr = scatter_add(mul(x, w), d, it, mul(srcv, Tensor._make(msrc / cnt[full])))
+    return rt + (expr - expr.detach())
+
+
+def _check_2d(x, op):
+    if x.ndim < 2:
+        raise RuntimeError(f"{op}: expected a tensor with at least 2 dimensions, got shape {tuple(x.shape)}")
+
+
+def tril(x, diagonal=0):
+    """Lower triangle (the rest zeroed); gradient passes only through the kept entries."""
+    _check_2d(x, "tril")
+    m = xp.tril(xp.ones(x.shape[-2:], dtype=bool), k=diagonal)
+    return _keep(x, m)
+
+
+def triu(x, diagonal=0):
+    _check_2d(x, "triu")
+    m = xp.triu(xp.ones(x.shape[-2:], dtype=bool), k=diagonal)
+    return _keep(x, m)
+
+
+def _keep(x, m):
+    """x where the bool mask m is True, exact zeros elsewhere (a masked fill, not a product with
+    0/1, so an Inf or NaN outside the kept triangle does not turn into NaN)."""
+    return masked_fill(x, Tensor._make(~m), 0)
+
+
+def _diag_indices(r, c, offset):
+    """(rows, cols) index arrays of the offset-th diagonal of an r x c matrix (offset > 0: above)."""
+    if offset >= 0:
+        k = max(0, min(r, c - offset))
+        return xp.arange(k), xp.arange(k) + offset
+    k = max(0, min(r + offset, c))
+    return xp.arange(k) - offset, xp.arange(k)
+
+
+def diag(x, diagonal=0):
+    """1-D -> a square matrix with x on the given diagonal; 2-D -> that diagonal as 1-D."""
+    if x.ndim == 1:
+        n = x.shape[0] + abs(diagonal)
+        out = Tensor._make(xp.zeros((n, n), dtype=x.dtype))
+        return setitem(out, _diag_indices(n, n, diagonal), x)
+    if x.ndim == 2:
+        return getitem(x, _diag_indices(x.shape[0], x.shape[1], diagonal))
+    raise RuntimeError(f"diag: expected a 1-D or 2-D tensor, got shape {tuple(x.shape)}")
+
+
+def diagonal(x, offset=0, dim1=0, dim2=1):
+    if x.ndim != 2:  # any number of dims: the diagonal of the (dim1, dim2) planes, as a last dim
+        return _diagonal(x, offset, dim1, dim2, "diagonal")
+    if (dim1, dim2) != (0, 1):
+        x = movedim(movedim(x, dim1, 0), dim2 if dim2 > dim1 else dim2 + 1, 1)
+    if x.ndim == 2:
+        return diag(x, offset)
+    raise RuntimeError("diagonal: only 2-D inputs are supported")
+
+
+def repeat_interleave(x, repeats, dim=None):
+    if dim is None:
+        x, dim = flatten(x), 0
+    dim %= x.ndim
+    r = repeats._data if isinstance(repeats, Tensor) else repeats
+    idx = xp.repeat(xp.arange(x.shape[dim]), r)
+    return index_select(x, dim, Tensor._make(idx))
+
+
+def combinations(input, r=2, with_replacement=False):  # noqa: A002
+    """Length-r combinations of a 1-D tensor's elements (itertools order), one per row."""
+    x = _tensor(input, "combinations: input")
+    if x.ndim != 1:
+        raise RuntimeError(f"combinations: input must be 1-D, got shape {tuple(x.shape)}")
+    if not isinstance(r, int) or r < 0:
+        raise ValueError(f"combinations: r must be a non-negative int, got {r!r}")
+    if r == 0:
+        return Tensor._make(xp.zeros((0,), dtype=x.dtype))
+    fn = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    idx = xp.asarray(list(fn(range(x.shape[0]), r)), dtype=DT.int64).reshape(-1, r)
+    return getitem(x, (Tensor._make(idx),))
+
+
+def diag_embed(input, offset=0, dim1=-2, dim2=-1):  # noqa: A002
+    """The last dimension of ``input`` laid on the ``offset`` diagonal of a new pair of dims."""
+    x = _tensor(input, "diag_embed: input")
+    if x.ndim == 0:
+        raise RuntimeError("diag_embed: input must have at least 1 dimension, got a 0-d tensor")
+    nd = x.ndim + 1
+    d1, d2 = _dim_args(x, dim1, "diag_embed", nd), _dim_args(x, dim2, "diag_embed", nd)
+    if d1 == d2:
+        raise RuntimeError(f"diag_embed: dim1 and dim2 cannot be the same dimension, got {dim1} and {dim2}")
+    k = x.shape[-1]
+    n = k + abs(offset)
+    i = xp.arange(k)
+    rows, cols = (i, i + offset) if offset >= 0 else (i - offset, i)
+    out = Tensor._make(xp.zeros(tuple(x.shape[:-1]) + (n, n), dtype=x.dtype))
+    out = setitem(out, (Ellipsis, rows, cols), x)
+    # the new pair sits last as (rows, cols); send rows to d1 and cols to d2
+    rest = iter(range(nd - 2))
+    perm = [nd - 2 if j == d1 else nd - 1 if j == d2 else next(rest) for j in range(nd)]
+    return permute(out, perm) if perm != list(range(nd)) else out
+
+
+def diagflat(input, offset=0):  # noqa: A002
+    return diag(reshape(_tensor(input, "diagflat: input"), (-1,)), offset)
+
+
+def _diagonal(A, offset, dim1, dim2, fn):
+    if not isinstance(A, Tensor):
+        raise TypeError(f"{fn}: argument 'A' must be a Tensor, got {type(A).__name__}")
+    nd = A.ndim
+    if nd < 2:
+        raise RuntimeError(f"{fn}: expected a tensor with at least 2 dimensions, got shape {tuple(A.shape)}")
+    for name, d in (("dim1", dim1), ("dim2", dim2)):
+        if not -nd <= d < nd:
+            raise IndexError(f"{fn}: {name}={d} is out of range for a tensor with {nd} dimensions "
+                             f"(expected [{-nd}, {nd - 1}])")
+    d1, d2 = dim1 % nd, dim2 % nd
+    if d1 == d2:
+        raise RuntimeError(f"{fn}: dim1 and dim2 cannot be the same dimension, got {dim1} and {dim2}")
+    order = [i for i in range(nd) if i not in (d1, d2)] + [d1, d2]
+    x = permute(A, order) if order != list(range(nd)) else A
+    rows, cols = _diag_indices(x.shape[-2], x.shape[-1], offset)
+    return x[..., rows, cols]

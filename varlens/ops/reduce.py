@@ -11,6 +11,20 @@ from varlens.core.function import Function
 from varlens.core.array import xp
 from varlens.core import primitives as D
 from varlens.ops.kernels import rows as _KR
+from varlens.ops.shape import permute, reshape, unbind
+from varlens.ops.return_types import aminmax as _MM
+from varlens.core import dtypes as DT
+from varlens.core.tensor import Tensor
+from varlens.ops._args import _tensor
+from varlens.ops.pointwise import cast
+from varlens.ops.pointwise import div
+from varlens.ops.compare import isnan
+import math
+from varlens.ops.pointwise import where
+from varlens.core.tensor import _size
+from varlens.ops.index import gather
+from varlens.ops.pointwise import _fl, _float_only, maximum, minimum, not_tensor, torch_dtype_name
+from varlens.ops.shape import squeeze
 
 
 def norm_dims(dim, ndim, op):
@@ -219,20 +233,6 @@ class LogSoftmax(Function):
         return g - D.exp(y) * D.sum(g, self.dim, True)
 
 
-class CumSum(Function):
-    """out_i = sum_{j<=i} x_j;  dL/dx_j = sum_{i>=j} g_i (a reversed cumulative sum)."""
-
-    def forward(self, x, dim):
-        self.dim = dim
-        return xp.cumsum(x, axis=dim)
-
-    def backward(self, g):
-        if hasattr(g, "_data"):
-            from varlens import ops
-            return ops.flip(ops.cumsum(ops.flip(g, (self.dim,)), self.dim), (self.dim,))
-        return xp.flip(xp.cumsum(xp.flip(g, self.dim), axis=self.dim), self.dim)
-
-
 class Prod(Function):
     """out = prod x over axes;  d/dx_i = prod_{j != i} x_j (computed as out / x_i where x_i != 0)."""
 
@@ -266,17 +266,16 @@ class Prod(Function):
     @staticmethod
     def composite(x, axes, keepdim):
         """The same product as a chain of multiplications (differentiable twice)."""
-        from varlens import ops
         nd = x.ndim
         rest = [i for i in range(nd) if i not in axes]
-        moved = ops.permute(x, rest + list(axes))
-        flat = ops.reshape(moved, tuple(x.shape[i] for i in rest) + (-1,))
-        parts = ops.unbind(flat, -1)
+        moved = permute(x, rest + list(axes))
+        flat = reshape(moved, tuple(x.shape[i] for i in rest) + (-1,))
+        parts = unbind(flat, -1)
         out = parts[0]
         for p in parts[1:]:
             out = out * p
         if keepdim:
-            out = ops.reshape(out, _kept_shape(x.shape, axes))
+            out = reshape(out, _kept_shape(x.shape, axes))
         return out
 
 
@@ -301,7 +300,6 @@ class Norm2(Function):
 
 
 def _tname(dtype):
-    from varlens.ops.elementwise import torch_dtype_name
     return torch_dtype_name(dtype)
 
 
@@ -383,9 +381,7 @@ from varlens.ops import return_types as _rt  # noqa: E402
 def max(x, dim=None, keepdim=False):  # noqa: A001
     """max(x) is the overall maximum; max(x, dim) returns (values, indices) as in PyTorch.
     max(x, other_tensor) is the elementwise maximum."""
-    from varlens.core.tensor import Tensor
     if isinstance(dim, Tensor):
-        from varlens.ops.elementwise import maximum
         return maximum(x, dim)
     if dim is None:
         return amax(x)
@@ -393,9 +389,7 @@ def max(x, dim=None, keepdim=False):  # noqa: A001
 
 
 def min(x, dim=None, keepdim=False):  # noqa: A001
-    from varlens.core.tensor import Tensor
     if isinstance(dim, Tensor):
-        from varlens.ops.elementwise import minimum
         return minimum(x, dim)
     if dim is None:
         return amin(x)
@@ -403,18 +397,15 @@ def min(x, dim=None, keepdim=False):  # noqa: A001
 
 
 def _minmax_dim(x, dim, keepdim, argf, result):
-    from varlens.ops.index import gather
     _nonempty(x, "max/min")
     idx = argf(x, dim, keepdim=True)
     vals = gather(x, dim, idx)
     if not keepdim:
-        from varlens.ops.shape import squeeze
         vals, idx = squeeze(vals, dim), squeeze(idx, dim)
     return result(vals, idx)
 
 
 def argmax(x, dim=None, keepdim=False):
-    from varlens.core.tensor import Tensor
     a = x._data
     if dim is None:
         if not a.size:
@@ -427,7 +418,6 @@ def argmax(x, dim=None, keepdim=False):
 
 
 def argmin(x, dim=None, keepdim=False):
-    from varlens.core.tensor import Tensor
     a = x._data
     if dim is None:
         if not a.size:
@@ -441,7 +431,6 @@ def argmin(x, dim=None, keepdim=False):
 
 def logsumexp(x, dim, keepdim=False):
     if x._data.dtype.kind in "biu":
-        from varlens.ops.elementwise import _fl
         x = _fl(x)  # integer input: the default float dtype, as PyTorch
     return LogSumExp.apply(x, norm_dims(dim, x.ndim, "logsumexp"), keepdim)
 
@@ -460,10 +449,8 @@ def _softmax_args(x, dim, dtype, op):
     try:
         k = x._data.dtype.kind
     except AttributeError:
-        from varlens.ops.elementwise import not_tensor
         not_tensor(x, op)
     if k in "biu":
-        from varlens.ops.elementwise import _float_only
         _float_only(x, op)
     if dim is None:
         dim = 0 if x.ndim in (0, 1, 3) else 1
@@ -478,14 +465,6 @@ def log_softmax(x, dim=None, dtype=None, **_):
     return LogSoftmax.apply(*_softmax_args(x, dim, dtype, "log_softmax"))
 
 
-def cumsum(x, dim, *, dtype=None):
-    if dtype is not None:
-        x = x.to(dtype)
-    elif x._data.dtype.kind in "bu":
-        x = x.to("int64")  # bool/uint8 sums are int64 in PyTorch (NumPy: uint64)
-    return CumSum.apply(x, _one_dim(dim, x.ndim, "cumsum"))
-
-
 def prod(x, dim=None, keepdim=False, *, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
@@ -494,38 +473,55 @@ def prod(x, dim=None, keepdim=False, *, dtype=None):
     return Prod.apply(x, norm_dims(dim, x.ndim, "prod"), keepdim)
 
 
-def norm(x, p=2, dim=None, keepdim=False):
-    """Vector p-norm over dim (all elements if None), differentiable."""
-    from varlens.ops import elementwise as E
-    if x._data.dtype.kind in "biu":
-        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. "
-                           f"Got {_tname(x.dtype)} (dtype {x.dtype}); convert it with .float() first")
-    if isinstance(p, str) and p != "fro":
-        if p == "nuc":
-            from varlens import linalg as _la
-            return _la.matrix_norm(x, "nuc", dim=(-2, -1) if dim is None else dim, keepdim=keepdim)
-        raise RuntimeError(f"norm: Order {p!r} not supported; p must be a number (2, 1, inf, -inf, 0, ...), "
-                           f"'fro' or 'nuc'")
-    if p is None or p in ("fro", 2, 2.0):
-        return Norm2.apply(x, norm_dims(dim, x.ndim, "norm"), keepdim)
-    if p == 0:
-        return sum((x != 0).to(x.dtype), dim, keepdim)
-    if p == float("-inf"):
-        return amin(E.abs(x), dim, keepdim)
-    if p in (1, 1.0):
-        return sum(E.abs(x), dim, keepdim)
-    if p == float("inf"):
-        return amax(E.abs(x), dim, keepdim)
-    return E.pow(sum(E.pow(E.abs(x), p), dim, keepdim), 1.0 / p)
-
-
 def all(x, dim=None, keepdim=False):  # noqa: A001
-    from varlens.core.tensor import Tensor
     r = xp.asarray(xp.all(x._data, axis=None if dim is None else norm_dims(dim, x.ndim, "all"), keepdims=keepdim))
     return Tensor._make(r.astype(xp.uint8) if x._data.dtype == xp.uint8 else r)  # uint8 stays uint8 (PyTorch)
 
 
 def any(x, dim=None, keepdim=False):  # noqa: A001
-    from varlens.core.tensor import Tensor
     r = xp.asarray(xp.any(x._data, axis=None if dim is None else norm_dims(dim, x.ndim, "any"), keepdims=keepdim))
     return Tensor._make(r.astype(xp.uint8) if x._data.dtype == xp.uint8 else r)
+
+
+def aminmax(input, *, dim=None, keepdim=False):
+    if dim is None:
+        return _MM(amin(input), amax(input))
+    return _MM(amin(input, dim, keepdim=keepdim), amax(input, dim, keepdim=keepdim))
+
+
+def count_nonzero(x, dim=None):
+    a = x._data != 0
+    if dim is not None:
+        dim = norm_dims(dim, x.ndim, "count_nonzero") if x.ndim else None
+    return Tensor._make(xp.asarray(xp.count_nonzero(a, axis=dim), dtype=DT.int64))
+
+
+def nansum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    """Sum with NaNs counted as zero (their gradient is 0)."""
+    x = _tensor(input, "nansum: input")
+    if x.dtype.kind == "f":
+        x = where(isnan(x), 0.0, x)
+    return sum(x, dim, keepdim=keepdim, dtype=dtype)
+
+
+def nanmean(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    x = _tensor(input, "nanmean: input")
+    if x.dtype.kind != "f":
+        raise RuntimeError(f"nanmean: expected a floating point input, got dtype {x.dtype}")
+    if dtype is not None:
+        x = cast(x, DT.to_dtype(dtype))
+    keep = Tensor._make((~xp.isnan(x._data)).astype(x.dtype))
+    return div(nansum(x, dim, keepdim), sum(keep, dim, keepdim=keepdim))
+
+
+def sum_to_size(input, *size):  # noqa: A002
+    """Sum broadcast dimensions away so the result has ``size`` (the reverse of expand)."""
+    x = _tensor(input, "sum_to_size: input")
+    shape = tuple(_size(size))
+    try:
+        if tuple(xp.broadcast_shapes(shape, tuple(x.shape))) != tuple(x.shape):
+            raise ValueError
+    except ValueError:
+        raise RuntimeError(f"sum_to_size: size {shape} is not expandable to the tensor's size "
+                           f"{tuple(x.shape)}") from None
+    return D.sum_to(x, shape)

@@ -7,6 +7,15 @@ from varlens.core.array import xp
 from varlens.core import primitives as D
 from varlens.core.primitives import Clone
 from operator import index as _index
+from varlens.ops._args import _dim as _dim_args
+from varlens.ops._args import _tensor
+from varlens.core.tensor import Tensor
+from varlens.core import dtypes as DT
+from varlens.ops._args import _arr
+from varlens.ops._args import _result_dtype
+from varlens.ops.pointwise import cast
+import itertools
+from varlens.core.tensor import Size
 
 
 class Reshape(Function):
@@ -158,8 +167,6 @@ def _is_dtype(d):
 
 
 def _view_dtype(x, dtype):
-    from varlens.core import dtypes as DT
-    from varlens.core.tensor import Tensor
     dt = DT.to_dtype(dtype)
     a = x._data
     if dt == a.dtype:
@@ -325,7 +332,6 @@ def _dim(dim, ndim, op):
 
 
 def _check_seq(tensors, op):
-    from varlens.core.tensor import Tensor
     if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)) and not hasattr(tensors, "__iter__"):
         raise TypeError(f"{op}(): argument 'tensors' (position 1) must be a tuple or list of Tensors, not "
                         f"{type(tensors).__name__} (write {op}([a, b]), not {op}(a, b))")
@@ -424,15 +430,6 @@ def unbind(x, dim=0):
     return tuple(x[pre + (i,)] for i in range(x.shape[d]))
 
 
-def movedim(x, source, destination):
-    nd = x.ndim
-    if isinstance(source, int) and isinstance(destination, int) and nd:
-        source, destination = _dim(source, nd, "movedim"), _dim(destination, nd, "movedim")
-    order = [i for i in range(nd) if i != source % nd]
-    order.insert(destination % nd, source % nd)
-    return permute(x, order)
-
-
 def repeat(x, *sizes):
     """Tile x (torch.Tensor.repeat): built from expand + reshape, so the gradient sums the copies."""
     sizes = _shape_arg(sizes, "repeat")
@@ -454,3 +451,349 @@ def repeat(x, *sizes):
     return reshape(Clone.apply(y), tuple(final))
 
 
+def movedim(input, source, destination):  # noqa: A002
+    """movedim with ints or sequences of dims (as PyTorch)."""
+    x = _tensor(input, "movedim: input")
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: source and destination must have the same number of dims, got "
+                           f"{len(src)} and {len(dst)}")
+    src = [_dim_args(x, s, "movedim") for s in src]
+    dst = [_dim_args(x, s, "movedim") for s in dst]
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise RuntimeError("movedim: repeated dim in source or destination")
+    order = [None] * x.ndim
+    for s, t in zip(src, dst):
+        order[t] = s
+    rest = iter(i for i in range(x.ndim) if i not in src)
+    order = [o if o is not None else next(rest) for o in order]
+    return permute(x, order) if order != list(range(x.ndim)) else x
+
+
+# ---------------------------------------------------------------- shapes and selection
+def atleast_1d(x):
+    return x if x.ndim >= 1 else reshape(x, (1,))
+
+
+def atleast_2d(x):
+    return x if x.ndim >= 2 else reshape(x, (1, -1) if x.ndim == 1 else (1, 1))
+
+
+def atleast_3d(x):
+    if x.ndim >= 3:
+        return x
+    if x.ndim == 2:
+        return unsqueeze(x, -1)
+    return reshape(x, (1, -1, 1) if x.ndim == 1 else (1, 1, 1))
+
+
+def vstack(tensors):
+    return cat([atleast_2d(t) for t in tensors], 0)
+
+
+row_stack = vstack
+
+
+def hstack(tensors):
+    ts = [atleast_1d(t) for t in tensors]
+    return cat(ts, 0 if ts[0].ndim == 1 else 1)
+
+
+def dstack(tensors):
+    return cat([atleast_3d(t) for t in tensors], 2)
+
+
+def column_stack(tensors):
+    ts = [reshape(t, (-1, 1)) if t.ndim <= 1 else t for t in tensors]
+    return cat(ts, 1)
+
+
+def tile(x, dims):
+    dims = tuple(dims)
+    if len(dims) < x.ndim:
+        dims = (1,) * (x.ndim - len(dims)) + dims
+    elif len(dims) > x.ndim:
+        x = reshape(x, (1,) * (len(dims) - x.ndim) + tuple(x.shape))
+    return repeat(x, *dims)
+
+
+def swapdims(x, dim0, dim1):
+    return transpose(x, dim0, dim1)
+
+
+# ---------------------------------------------------------------- shapes
+def narrow(x, dim, start, length):
+    d = _dim_args(x, dim, "narrow")
+    L = x.shape[d]
+    s = int(start.item() if isinstance(start, Tensor) else start)
+    s = s + L if s < 0 else s
+    if not (0 <= s and s + length <= L and length >= 0):
+        raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size ({L}) of dim {d} "
+                           f"(expected 0 <= start and start + length <= {L})")
+    key = (slice(None),) * d + (slice(s, s + length),)
+    return x[key]
+
+
+def rot90(x, k=1, dims=(0, 1)):
+    d0, d1 = _dim_args(x, dims[0], "rot90"), _dim_args(x, dims[1], "rot90")
+    k %= 4
+    if k == 1:
+        return transpose(flip(x, (d1,)), d0, d1)
+    if k == 2:
+        return flip(x, (d0, d1))
+    if k == 3:
+        return flip(transpose(x, d0, d1), (d1,))
+    return x
+
+
+def fliplr(x):
+    return flip(x, (1,))
+
+
+def flipud(x):
+    return flip(x, (0,))
+
+
+def type_as(x, other):
+    return x.to(other.dtype)
+
+
+def reshape_as(x, other):
+    return reshape(x, tuple(other.shape))
+
+
+class Unfold(Function):
+    """Windows of ``size`` taken every ``step`` along ``dim`` (Tensor.unfold): the windows axis
+    replaces ``dim`` and the window's own axis goes last.  Backward adds each window's gradient
+    back where the window was read from (overlapping windows add up): one strided slice-add per
+    position inside the window, never a loop over windows."""
+
+    def forward(self, x, dim, size, step):
+        n = (x.shape[dim] - size) // step + 1
+        self.dim, self.size, self.step, self.n, self.xshape = dim, size, step, n, x.shape
+        w = xp.lib.stride_tricks.sliding_window_view(x, size, axis=dim)
+        key = (slice(None),) * dim + (slice(0, (n - 1) * step + 1, step),)
+        return xp.ascontiguousarray(w[key])
+
+    def backward(self, g):
+        d, size, step, n = self.dim, self.size, self.step, self.n
+        gx = xp.zeros(self.xshape, dtype=g.dtype)
+        for k in range(size):
+            dst = (slice(None),) * d + (slice(k, k + (n - 1) * step + 1, step),)
+            gx[dst] += g[..., k]
+        return gx
+
+
+def unfold(x, dimension, size, step):
+    d = _dim_args(x, dimension, "unfold")
+    L = x.shape[d] if x.ndim else 1
+    if size <= 0 or step <= 0:
+        raise RuntimeError(f"unfold: size and step must be positive, got size={size}, step={step}")
+    if size > L:
+        raise RuntimeError(f"unfold: size {size} is larger than dimension {d} of size {L}")
+    return Unfold.apply(x, d, size, step)
+
+
+def roll(x, shifts, dims=None):
+    """Cyclic shift; built from slicing and cat, so the gradient rolls back."""
+    if dims is None:
+        return reshape(roll(flatten(x), shifts, 0), tuple(x.shape))
+    if isinstance(shifts, (tuple, list)):
+        if not isinstance(dims, (tuple, list)) or len(dims) != len(shifts):
+            raise RuntimeError(f"roll: shifts and dimensions must align. shifts: {len(shifts)}, dims: "
+                               f"{len(dims) if isinstance(dims, (tuple, list)) else 1}")
+        for s, d in zip(shifts, dims):
+            x = roll(x, s, d)
+        return x
+    d = dims[0] if isinstance(dims, (tuple, list)) else dims
+    d = _dim(d, max(x.ndim, 1), "roll") if x.ndim else 0
+    n = x.shape[d]
+    s = shifts % n if n else 0
+    if s == 0:
+        return x
+    pre = (slice(None),) * d
+    return cat([x[pre + (slice(n - s, n),)], x[pre + (slice(0, n - s),)]], d)
+
+
+def meshgrid(*tensors, indexing="ij"):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    ts = list(tensors)
+    if indexing == "xy" and len(ts) >= 2:
+        ts[0], ts[1] = ts[1], ts[0]
+    shape = tuple(t.numel() for t in ts)
+    out = []
+    for i, t in enumerate(ts):
+        s = [1] * len(ts)
+        s[i] = t.numel()
+        out.append(expand(reshape(t, tuple(s)), shape))
+    if indexing == "xy" and len(out) >= 2:  # 'xy' is 'ij' on (y, x, ...), outputs swapped back
+        out[0], out[1] = out[1], out[0]
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- building matrices
+def block_diag(*tensors):
+    """The inputs (0-, 1- or 2-D) placed along the diagonal of one matrix, zeros elsewhere."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    mats = []
+    for i, t in enumerate(tensors):
+        t = _tensor(t, f"block_diag: tensors[{i}]")
+        if t.ndim > 2:
+            raise RuntimeError(f"block_diag: tensors[{i}] must have 0, 1 or 2 dimensions, got shape "
+                               f"{tuple(t.shape)}")
+        mats.append(reshape(t, (1, 1)) if t.ndim == 0 else (reshape(t, (1, -1)) if t.ndim == 1 else t))
+    if not mats:
+        return Tensor._make(xp.zeros((0, 0), dtype=DT.get_default_dtype()))
+    dt = _result_dtype([m.dtype for m in mats])
+    mats = [m if m.dtype == dt else cast(m, dt) for m in mats]
+    total = sum(m.shape[1] for m in mats)
+    rows, left = [], 0
+    for m in mats:
+        r, c = m.shape
+        parts = []
+        if left:
+            parts.append(Tensor._make(xp.zeros((r, left), dtype=dt)))
+        parts.append(m)
+        if total - left - c:
+            parts.append(Tensor._make(xp.zeros((r, total - left - c), dtype=dt)))
+        rows.append(cat(parts, 1) if len(parts) > 1 else m)
+        left += c
+    return cat(rows, 0)
+
+
+def cartesian_prod(*tensors):
+    """All tuples (a, b, ...) of the 1-D inputs' elements as rows, first input slowest."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    for i, t in enumerate(tensors):
+        if _tensor(t, f"cartesian_prod: tensors[{i}]").ndim != 1:
+            raise RuntimeError(f"cartesian_prod: expected 1-D tensors, tensors[{i}] has shape {tuple(t.shape)}")
+    if not tensors:
+        raise RuntimeError("cartesian_prod: expected at least one tensor")
+    if len(tensors) == 1:
+        return tensors[0]
+    dt = _result_dtype([t.dtype for t in tensors])
+    grids = meshgrid(*[t if t.dtype == dt else cast(t, dt) for t in tensors], indexing="ij")
+    return stack([reshape(g, (-1,)) for g in grids], 1)
+
+
+def adjoint(input):  # noqa: A002
+    """The conjugate transpose of the last two dims (the transpose, for real tensors)."""
+    x = _tensor(input, "adjoint: input")
+    if x.ndim < 2:
+        raise RuntimeError(f"adjoint: tensor must have at least 2 dimensions, got {x.ndim}")
+    return transpose(x, -2, -1)
+
+
+def _tri_indices(what, row, col, offset, upper):
+    for nm, v in (("row", row), ("col", col)):
+        if not isinstance(v, int) or v < 0:
+            raise RuntimeError(f"{what}: {nm} must be a non-negative int, got {v!r}")
+    r, c = (xp.triu_indices if upper else xp.tril_indices)(row, offset, col)
+    return Tensor._make(xp.stack([r, c]).astype(DT.int64))
+
+
+def tril_indices(row, col, offset=0, *, dtype=None, device=None):
+    out = _tri_indices("tril_indices", row, col, offset, False)
+    return out if dtype is None else out.to(dtype)
+
+
+def triu_indices(row, col, offset=0, *, dtype=None, device=None):
+    out = _tri_indices("triu_indices", row, col, offset, True)
+    return out if dtype is None else out.to(dtype)
+
+
+def unravel_index(indices, shape):
+    idx = _arr(indices)
+    if idx.dtype.kind not in "iu":
+        raise TypeError(f"unravel_index: indices must be an integer tensor, got dtype {idx.dtype}")
+    shape = tuple(int(s) for s in ((shape,) if isinstance(shape, int) else shape))
+    total = int(xp.prod(shape)) if shape else 1
+    if idx.size and (idx.min() < -total or idx.max() >= total):
+        raise RuntimeError(f"unravel_index: index out of bounds for shape {shape} ({total} elements)")
+    res = xp.unravel_index(idx % max(total, 1), shape)
+    return tuple(Tensor._make(xp.asarray(r).astype(DT.int64)) for r in res)
+
+
+def broadcast_shapes(*shapes):
+    try:
+        return Size(xp.broadcast_shapes(*[(s,) if isinstance(s, int) else tuple(s) for s in shapes]))
+    except ValueError:
+        raise RuntimeError(f"broadcast_shapes: shapes {[tuple(s) if not isinstance(s, int) else s for s in shapes]} "
+                           "cannot be broadcast together") from None
+
+
+def broadcast_tensors(*tensors):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    shape = tuple(broadcast_shapes(*[tuple(_tensor(t, f"broadcast_tensors: tensors[{i}]").shape)
+                                     for i, t in enumerate(tensors)]))
+    return tuple(t if tuple(t.shape) == shape else expand(t, shape) for t in tensors)
+
+
+# ---------------------------------------------------------------- splitting
+def tensor_split(input, indices_or_sections, dim=0):  # noqa: A002
+    """Split into n nearly equal parts (the first n % size get one more), or at given indices."""
+    x = _tensor(input, "tensor_split: input")
+    d = _dim_args(x, dim, "tensor_split")
+    n = x.shape[d]
+    ios = indices_or_sections
+    if isinstance(ios, Tensor):
+        ios = ios.item() if ios.ndim == 0 else ios.tolist()
+    if isinstance(ios, int):
+        if ios <= 0:
+            raise RuntimeError(f"tensor_split: number of sections must be larger than 0, got {ios}")
+        q, r = divmod(n, ios)
+        bounds, s = [], 0
+        for i in range(ios - 1):
+            s += q + (1 if i < r else 0)
+            bounds.append(s)
+    else:
+        bounds = list(ios)
+    pre = (slice(None),) * d
+    out, start = [], 0
+    for b in bounds + [n]:
+        b = max(min(b, n), 0) if b >= 0 else max(n + b, 0)
+        out.append(x[pre + (slice(start, max(b, start)),)])
+        start = max(b, start)
+    return tuple(out)
+
+
+def _dsplit_family(what, axis, min_dim):
+    def f(input, indices_or_sections):  # noqa: A002
+        x = _tensor(input, f"{what}: input")
+        if x.ndim < min_dim:
+            raise RuntimeError(f"{what}: input must have at least {min_dim} dimensions, got {x.ndim}")
+        ax = axis if not (what == "hsplit" and x.ndim == 1) else 0
+        if isinstance(indices_or_sections, int) and x.shape[ax] % indices_or_sections:
+            raise RuntimeError(f"{what}: dimension {ax} of size {x.shape[ax]} is not divisible by "
+                               f"{indices_or_sections}")
+        return tensor_split(x, indices_or_sections, ax)
+    f.__name__ = what
+    return f
+
+
+hsplit = _dsplit_family("hsplit", 1, 1)
+
+
+vsplit = _dsplit_family("vsplit", 0, 2)
+
+
+dsplit = _dsplit_family("dsplit", 2, 3)
+
+
+def split_with_sizes(input, split_sizes, dim=0):  # noqa: A002
+    return split(input, list(split_sizes), dim)
+
+
+def ravel(input):  # noqa: A002
+    return reshape(input, (-1,))
+
+
+def moveaxis(input, source, destination):  # noqa: A002
+    return movedim(input, source, destination)

@@ -19,13 +19,10 @@ from varlens.core.array import xp
 from varlens.core.dtypes import to_dtype as _to_dtype
 from varlens.core.grad_mode import _enabled
 from varlens.core.tensor import Tensor, parse_to
-from varlens.creation import multinomial as _multinomial
-from varlens.ops.elementwise import (abs as _abs_op, add as _add_op, cast as _cast_op, clamp as _clamp_op,
-                                     clone as _clone_op, cos as _cos_op, div as _div_op, exp as _exp_op,
-                                     log as _log_op, mul as _mul_op, neg as _neg_op, pow as _pow_op,
-                                     relu as _relu_op, sigmoid as _sigmoid_op, sin as _sin_op, sqrt as _sqrt_op,
-                                     sub as _sub_op, tanh as _tanh_op)
-from varlens.ops.index import getitem as _getitem_op, index_key as _index_key_op, index_put as _index_put_op
+from varlens.ops.creation import multinomial as _multinomial
+from varlens.ops.pointwise import abs as _abs_op, add as _add_op, cast as _cast_op, clamp as _clamp_op, clone as _clone_op, cos as _cos_op, div as _div_op, exp as _exp_op, log as _log_op, mul as _mul_op, neg as _neg_op, pow as _pow_op, sigmoid as _sigmoid_op, sin as _sin_op, sqrt as _sqrt_op, sub as _sub_op, tanh as _tanh_op
+from varlens.ops.activation import relu as _relu_op
+from varlens.ops.index import getitem as _getitem_op, index_key as _index_key_op, setitem as _setitem_op
 from varlens.ops.shape import permute as _permute_op, reshape as _reshape_op
 from varlens.random import _gen
 
@@ -179,17 +176,14 @@ def _random_(self, sampler):
         return _inplace(self, None, _fill)
 
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
-    from varlens.random import _gen
     g = _gen(generator)
     return _random_(self, lambda s: g.normal(mean, std, s))
 
 def uniform_(self, a=0.0, b=1.0, *, generator=None):
-    from varlens.random import _gen
     g = _gen(generator)
     return _random_(self, lambda s: g.uniform(a, b, s))
 
 def bernoulli_(self, p=0.5, *, generator=None):
-    from varlens.random import _gen
     g = _gen(generator)
     return _random_(self, lambda s: g.random(s) < p)
 
@@ -230,7 +224,7 @@ def __setitem__(self, key, value):
     key = _index_key_op(key)
     v = value._data if isinstance(value, Tensor) else value
     if (self._rg or (isinstance(value, Tensor) and value._rg)) and _enabled[0]:
-        return _inplace(self, lambda: _index_put_op(self, key, value), None, True)
+        return _inplace(self, lambda: _setitem_op(self, key, value), None, True)
 
     def _set(a):
         try:
@@ -284,7 +278,7 @@ def _commit(t, res):
         raise RuntimeError("a view of a leaf tensor that requires grad is being used in an in-place "
                            "operation; wrap it in varlens.no_grad() or clone() the leaf first")
     if kind == "index":
-        new_base = _index_put_op(base, arg, res)
+        new_base = _setitem_op(base, arg, res)
     elif kind == "reshape":
         new_base = _reshape_op(res, tuple(base.shape))
     else:  # permute: undo the axis order

@@ -13,6 +13,9 @@ class Callback:
     def on_fit_start(self, trainer):
         pass
 
+    def on_step_end(self, trainer):
+        """After each optimiser step (before the gradients are cleared)."""
+
     def on_epoch_end(self, trainer, record):
         pass
 

@@ -141,6 +141,8 @@ class Trainer:
         if self.grad_clip is not None:
             clip_grad_norm_(self.params, self.grad_clip)
         self.optimizer.step()
+        for cb in self.callbacks:      # per-step callbacks see the update and this step's gradients
+            cb.on_step_end(self)
         self.optimizer.zero_grad()
         self.step += 1
         if self.scheduler is not None and self.scheduler_interval == "step":

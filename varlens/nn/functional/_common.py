@@ -3,12 +3,14 @@ check, in-place variants and small shape utilities.
 """
 from __future__ import annotations
 
+import functools
+import numbers
+
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
-import numbers
-import functools
 from varlens.nn._errors import NotTensorError
-from varlens.ops.elementwise import type_name
+from varlens.ops.pointwise import torch_dtype_name, type_name
+from varlens.ops.extra import _inplace_from
 
 
 
@@ -39,7 +41,6 @@ def _need_tensor(v, name, pos, op, cls=TypeError):
 
 
 def _dtype_name(dtype):
-    from varlens.ops.elementwise import torch_dtype_name
     return torch_dtype_name(dtype)
 
 
@@ -65,7 +66,6 @@ def _straight_through(t, value):
 def _inplace(fn, name):
     """``name_(input, ...)``: the result written back into ``input`` (Tensor.relu_ and friends:
     an array update outside autograd, a re-pointed result inside it)."""
-    from varlens.ops.extra import _inplace_from
     method = _inplace_from(name, fn)
 
     def f(input, *args, **kwargs):

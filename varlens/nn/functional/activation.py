@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from varlens import ops as _ops
 from varlens.core.array import xp
-from varlens.random import _gen
 from varlens.core.tensor import Tensor
 from varlens.nn.functional._common import _const, _dtype_name, _inplace, _shape, _tensor_input
+from varlens.random import _gen
 
 
 

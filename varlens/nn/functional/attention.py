@@ -7,7 +7,7 @@ from varlens.core.array import xp
 from varlens.core.tensor import Tensor
 from varlens.nn.functional._common import _shape
 from varlens.nn.functional.linear_maps import linear
-from varlens.ops.attention import scaled_dot_product_attention  # noqa: F401
+from varlens.ops.nn.attention import scaled_dot_product_attention  # noqa: F401
 
 
 # ---------------------------------------------------------------- functional multi-head attention
@@ -31,7 +31,6 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     project out.  Returns (output, weights or None)."""
     op = "multi_head_attention_forward"
     from varlens.nn.attention import merge_masks
-    from varlens.ops.attention import scaled_dot_product_attention
     if static_k is not None or static_v is not None:
         raise NotImplementedError(f"{op}: static_k / static_v are not supported")
     batched = query.ndim == 3

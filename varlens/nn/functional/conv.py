@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+import numbers
+
 from varlens import ops as _ops
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
-import numbers
 from varlens.nn.functional._common import _ntup, _one, _require_tensor, _shape
 from varlens.nn.functional.vision import _pad_nd
-from varlens.ops.conv import conv1d, conv2d, conv_transpose2d  # noqa: F401
+from varlens.ops.nn.conv import conv1d, conv2d, conv_transpose2d  # noqa: F401
 
 
 def _window_key(k, d, s, outs, lead=2):

@@ -2,11 +2,13 @@
 """
 from __future__ import annotations
 
+import warnings
+
 from varlens.core.array import xp
-from varlens.ops import nn_ops as _nn
-from varlens.random import _gen
 from varlens.core.tensor import Tensor
 from varlens.nn.functional._common import _dtype_name, _inplace, _shape, _tensor_input
+from varlens.ops.nn import dropout as _nn_dropout_mod
+from varlens.random import _gen
 
 
 
@@ -44,33 +46,66 @@ def _dropout_dtype(input, p, what):
                            f"floating point; got dtype {dt}; convert it with .float())")
 
 
+@_tensor_input
 def dropout1d(input, p=0.5, training=True, inplace=False, *, generator=None):
-    return _channel_dropout(input, p, training, 3, "dropout1d", generator)
+    """Channel-wise dropout for (N, C, L) or unbatched (C, L): whole channels are zeroed.
+    Any other rank is a RuntimeError (in eval mode too), as in PyTorch."""
+    _check_p(p, "dropout1d")
+    nd = input.ndim
+    if nd not in (2, 3):
+        raise RuntimeError(f"dropout1d: expected a 2-D (C, L) or 3-D (N, C, L) input, got a {nd}-D input of shape "
+                           f"{tuple(input.shape)} (dropout1d zeroes whole channels of inputs with one spatial "
+                           "dimension; use dropout for elementwise dropout)")
+    return _channel_dropout(input, p, training, 1 if nd == 2 else 2, "dropout1d", generator)
+
+
+def _rank_warning(what, nd, ok):
+    warnings.warn(f"{what}: a {nd}-D input is deprecated by PyTorch and will become an error there; {what} "
+                  f"zeroes whole channels of {ok} inputs (use dropout for elementwise dropout)",
+                  UserWarning, stacklevel=3)
 
 
 @_tensor_input
 def dropout2d(input, p=0.5, training=True, inplace=False, *, generator=None):
-    """Channel-wise dropout for (N, C, H, W) or (C, H, W): whole feature maps are zeroed."""
-    return _channel_dropout(input, p, training, 4, "dropout2d", generator)
+    """Channel-wise dropout for (N, C, H, W): whole feature maps are zeroed.  Other ranks follow
+    PyTorch 2.13 exactly: a 3-D input is taken as (N, C, L) (channel-wise 1-D dropout, with a
+    warning; PyTorch does not treat it as an unbatched (C, H, W) image); other ranks warn that
+    they are deprecated and drop per (dim 0, dim 1) entry, so a 2-D input gets elementwise
+    dropout; a 1-D input is an error in training."""
+    _check_p(p, "dropout2d")
+    nd = input.ndim
+    if nd not in (3, 4):
+        _rank_warning("dropout2d", nd, "3-D or 4-D")
+    if nd == 3:
+        warnings.warn("dropout2d: a 3-D input is taken as (N, C, L), as PyTorch does, and whole (n, c) rows are "
+                      "zeroed (channel-wise 1-D dropout): use dropout1d for that, or unsqueeze(0) an unbatched "
+                      "(C, H, W) image to drop its channels", UserWarning, stacklevel=2)
+    return _channel_dropout(input, p, training, 2, "dropout2d", generator)
 
 
 @_tensor_input
 def dropout3d(input, p=0.5, training=True, inplace=False, *, generator=None):
-    return _channel_dropout(input, p, training, 5, "dropout3d", generator)
+    """Channel-wise dropout for (N, C, D, H, W) or unbatched (C, D, H, W).  Other ranks warn that
+    they are deprecated and are taken as unbatched, as PyTorch 2.13 does: entries of dim 0 are
+    dropped whole (a 1-D input elementwise)."""
+    _check_p(p, "dropout3d")
+    nd = input.ndim
+    if nd not in (4, 5):
+        _rank_warning("dropout3d", nd, "4-D or 5-D")
+    return _channel_dropout(input, p, training, 2 if nd == 5 else 1, "dropout3d", generator)
 
 
-def _channel_dropout(input, p, training, nd, what, generator):
-    _check_p(p, what)
-    if input.ndim not in (nd - 1, nd):
-        raise RuntimeError(f"{what}: expected a {nd - 1}-D (unbatched) or {nd}-D (batched) input, got shape "
-                           f"{tuple(input.shape)}")
+def _channel_dropout(input, p, training, lead, what, generator):
+    """Dropout with one mask entry per index of the first ``lead`` dimensions (shared along the rest)."""
     if not training or p == 0.0:
         return input
+    if input.ndim < lead or input.ndim == 0:
+        raise RuntimeError(f"{what}: feature dropout needs at least {max(lead, 1)} dimension(s) in the input, "
+                           f"got shape {tuple(input.shape)}")
     if input._data.dtype.kind != "f":
         _dropout_dtype(input, p, what)
-    lead = 2 if input.ndim == nd else 1
     shape = tuple(input.shape[:lead]) + (1,) * (input.ndim - lead)
-    return _nn.MaskMul.apply(input, _dropout_mask(shape, p, input.dtype, generator))
+    return _nn_dropout_mod.MaskMul.apply(input, _dropout_mask(shape, p, input.dtype, generator))
 
 
 @_tensor_input
@@ -89,7 +124,7 @@ def alpha_dropout(input, p=0.5, training=False, inplace=False, *, generator=None
     a = (keep + alpha_p ** 2 * keep * p) ** -0.5
     b = -a * alpha_p * p
     m = (_gen(generator).random(tuple(input.shape)) < keep).astype(input.dtype)
-    return _nn.MaskMul.apply(input, m * a) + Tensor._make(((1 - m) * alpha_p * a + b).astype(input.dtype))
+    return _nn_dropout_mod.MaskMul.apply(input, m * a) + Tensor._make(((1 - m) * alpha_p * a + b).astype(input.dtype))
 
 
 @_tensor_input
@@ -100,6 +135,9 @@ def feature_alpha_dropout(input, p=0.5, training=False, inplace=False, *, genera
         raise ValueError(f"feature_alpha_dropout: dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
+    if input.ndim < 2:
+        raise RuntimeError(f"feature_alpha_dropout: feature dropout needs at least 2 dimensions (N, C, *) in the "
+                           f"input, got shape {tuple(input.shape)}")
     if p == 1.0:
         return input * 0.0
     alpha_p = -1.7580993408473766
@@ -118,8 +156,7 @@ def _dropout(input, p=0.5, training=True, keep_prob=None, generator=None):
         return input
     if input._data.dtype.kind != "f":
         _dropout_dtype(input, p, "dropout")
-    from varlens.ops import nn_ops
-    return nn_ops.MaskMul.apply(input, _dropout_mask(_shape(input), p, input.dtype, generator))
+    return _nn_dropout_mod.MaskMul.apply(input, _dropout_mask(_shape(input), p, input.dtype, generator))
 
 
 _dropout_ = _inplace(lambda x, p, training, generator: _dropout(x, p, training, generator=generator), "dropout")

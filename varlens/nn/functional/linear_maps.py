@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from varlens import ops as _ops
-from varlens.ops import nn_ops as _nn
+from varlens.ops.nn import linear as _nn
 
 
 

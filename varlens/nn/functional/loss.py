@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import math
 import warnings
+
 from varlens import ops as _ops
 from varlens.core.array import xp
-from varlens.nn._errors import ArgRuntimeError
-from varlens.ops import nn_ops as _nn
 from varlens.core.tensor import Tensor
-from varlens.nn.functional._common import (NotATensorError, _arr, _const, _dtype_name, _need_tensor,
-                                           _require_tensor, _shape)
+from varlens.nn._errors import ArgRuntimeError
+from varlens.nn.functional._common import (_arr, _const, _dtype_name, _need_tensor, _require_tensor, _shape,
+                                           NotATensorError)
 from varlens.nn.functional.activation import logsigmoid
 from varlens.nn.functional.distance import pairwise_distance
+from varlens.ops.nn import linear as _nn
+from varlens.ops.nn import loss as _nn_loss_mod
 
 
 
@@ -178,7 +180,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
             raise RuntimeError(f"expected target dtype to be Long or Byte, but got {_dtype_name(dt)} "
                                f"(cross_entropy: a floating-point target holds class probabilities and must "
                                f"have the input's shape {tuple(zs)}, got {tuple(tgt.shape)})")
-        return _nn.CrossEntropy.apply(input, target, weight=w, label_smoothing=label_smoothing,
+        return _nn_loss_mod.CrossEntropy.apply(input, target, weight=w, label_smoothing=label_smoothing,
                                       reduction=reduction, probs=True)
     if dt is not _INT64:
         _check_class_target(tgt, "cross_entropy")
@@ -196,8 +198,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                 f"Expected target size {list(exp_shape)}, got {list(tgt.shape)}")
         raise ArgRuntimeError(f"{head} (cross_entropy: for input of shape {tuple(zs)} the class-index target "
                               f"must have shape {exp_shape}, got {tuple(tgt.shape)})")
-    real = _nn.cross_entropy_check(tgt, C, ignore_index)
-    return _nn.CrossEntropy.apply(input, tgt, weight=w, ignore_index=ignore_index,
+    real = _nn_loss_mod.cross_entropy_check(tgt, C, ignore_index)
+    return _nn_loss_mod.CrossEntropy.apply(input, tgt, weight=w, ignore_index=ignore_index,
                                   label_smoothing=label_smoothing, reduction=reduction, probs=False,
                                   all_real=real)
 
@@ -229,7 +231,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         if tgt.shape != exp_shape:
             raise RuntimeError(f"nll_loss: expected target of shape {exp_shape} for input of shape "
                                f"{tuple(input.shape)}, got {tuple(tgt.shape)}")
-    _nn.cross_entropy_check(tgt, C, ignore_index, "nll_loss")
+    _nn_loss_mod.cross_entropy_check(tgt, C, ignore_index, "nll_loss")
     x = input if input.ndim > 1 else _ops.reshape(input, (1, C))
     t = tgt if input.ndim > 1 else tgt.reshape(1)
     valid = t != ignore_index
@@ -301,7 +303,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
                          f"the input's shape {tuple(input.shape)}")
     w = None if weight is None else _arr(weight).astype(input.dtype, copy=False)
     pw = None if pos_weight is None else _arr(pos_weight).astype(input.dtype, copy=False)
-    loss = _nn.BCEWithLogits.apply(input, target, w, pw)
+    loss = _nn_loss_mod.BCEWithLogits.apply(input, target, w, pw)
     return _reduce(loss, reduction)
 
 

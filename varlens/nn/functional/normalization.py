@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from varlens import ops as _ops
 from varlens.core.array import xp
-from varlens.ops import nn_ops as _nn
 from varlens.core.tensor import Tensor
 from varlens.nn.functional._common import _dtype_name, _require_tensor, _shape, _tensor_input
+from varlens.ops.nn import linear as _nn
+from varlens.ops.nn import norm as _nn_norm_mod
 
 
 
@@ -49,7 +50,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                 return _channel_affine(input * 0.0, weight, bias)
             raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                              f"{tuple(input.shape)} (batch_norm: the batch variance needs at least 2 values)")
-        mean, xc, var = _nn.batch_stats(x)
+        mean, xc, var = _nn_norm_mod.batch_stats(x)
         if running_mean is not None or running_var is not None:
             mom = momentum if momentum is not None else 0.0
             if running_mean is not None:
@@ -62,13 +63,13 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                 rv *= 1 - mom
                 rv += mom * (var.reshape(C) * (n / (n - 1))).astype(rv.dtype)
                 running_var._version[0] += 1
-        return _nn.BatchNorm.apply(input, weight, bias, axes=axes, pshape=pshape, mean=mean, var=var,
+        return _nn_norm_mod.BatchNorm.apply(input, weight, bias, axes=axes, pshape=pshape, mean=mean, var=var,
                                    eps=eps, batch_stats=True, eps_mode=eps_mode, centered=xc)
     if running_mean is None or running_var is None:
         raise ValueError("batch_norm: running_mean and running_var are required when training=False")
     mean = running_mean._data.reshape(pshape)
     var = running_var._data.reshape(pshape).astype(x.dtype, copy=False)
-    return _nn.BatchNorm.apply(input, weight, bias, axes=axes, pshape=pshape, mean=mean.copy(),
+    return _nn_norm_mod.BatchNorm.apply(input, weight, bias, axes=axes, pshape=pshape, mean=mean.copy(),
                                var=var, eps=eps, batch_stats=False, eps_mode=eps_mode)
 
 
@@ -101,7 +102,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
         if weight is not None:
             y = y * weight
         return y + bias if bias is not None else y
-    return _nn.LayerNorm.apply(input, weight, bias, nd=len(shape), eps=eps)
+    return _nn_norm_mod.LayerNorm.apply(input, weight, bias, nd=len(shape), eps=eps)
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
@@ -111,7 +112,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     _check_norm_input(input, shape, "rms_norm", ("weight", weight))
     if eps is None:
         eps = float(xp.finfo(input.dtype).eps)
-    return _nn.RMSNorm.apply(input, weight, nd=len(shape), eps=eps)
+    return _nn_norm_mod.RMSNorm.apply(input, weight, nd=len(shape), eps=eps)
 
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
@@ -145,7 +146,7 @@ def _group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
     if input._data.size == 0:
         return _channel_affine(input * 0.0, weight, bias)
     x = _ops.reshape(input, (N, num_groups, -1))
-    y = _ops.reshape(_nn.LayerNorm.apply(x, None, None, nd=1, eps=eps), tuple(input.shape))
+    y = _ops.reshape(_nn_norm_mod.LayerNorm.apply(x, None, None, nd=1, eps=eps), tuple(input.shape))
     return _channel_affine(y, weight, bias)
 
 

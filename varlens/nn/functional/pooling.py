@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import math
+import numbers
+
 from varlens import ops as _ops
 from varlens.core.array import xp
-from varlens.random import _gen
 from varlens.core.tensor import Tensor
-import numbers
 from varlens.nn.functional._common import _check_nd, _int_pair, _ntup, _one, _shape
 from varlens.nn.functional.conv import _window_key
 from varlens.nn.functional.vision import _adaptive_matrix, _apply_matrices, _pad_nd
-from varlens.ops.conv import adaptive_avg_pool2d, avg_pool2d, max_pool2d  # noqa: F401
+from varlens.ops.nn.pool import _PadError, int_avg_pool
+from varlens.random import _gen
+from varlens.ops.nn.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d  # noqa: F401
 
 
 def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
@@ -211,7 +213,6 @@ def _pool_geometry(ins, k, s, p, d, ceil_mode, op):
     outs = []
     for L, ki, si, pi, di in zip(ins, k, s, p, d):
         if pi > ki // 2:
-            from varlens.ops.conv import _PadError
             raise _PadError(f"{op}: pad should be at most half of effective kernel size, but got pad={pi}, "
                             f"kernel_size={ki}")
         span = L + 2 * pi - di * (ki - 1) - 1
@@ -288,7 +289,6 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     nd = 3
     _check_nd(input, nd, op)
     if input.dtype.kind != "f":
-        from varlens.ops.conv import int_avg_pool
         return int_avg_pool(input, op, lambda t: avg_pool3d(t, kernel_size, stride, padding, ceil_mode,
                                                            count_include_pad, divisor_override))
     k, s, p, _ = _pool_args_nd(kernel_size, stride, padding, 1, nd, op)

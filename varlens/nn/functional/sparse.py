@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from varlens import ops as _ops
 from varlens.core.array import xp
-from varlens.ops import nn_ops as _nn
 from varlens.core.tensor import Tensor
-from varlens.nn.functional._common import IndexTypeError, _arr, _require_tensor, _shape
+from varlens.nn.functional._common import _arr, _require_tensor, _shape, IndexTypeError
+from varlens.ops.nn import linear as _nn
 from varlens.ops.index import one_hot  # noqa: F401
+from varlens.ops.nn import embedding as _nn_embedding_mod
 
 
 # ---------------------------------------------------------------- embedding, padding
@@ -31,7 +32,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         _renorm_rows(weight, idx, max_norm, norm_type)
     if scale_grad_by_freq or sparse:
         raise NotImplementedError("embedding: scale_grad_by_freq and sparse gradients are not supported")
-    return _nn.Embedding.apply(weight, idx, padding_idx)
+    return _nn_embedding_mod.Embedding.apply(weight, idx, padding_idx)
 
 
 def _renorm_rows(weight, idx, max_norm, norm_type):
@@ -115,7 +116,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         first = xp.searchsorted(kb, kb, side="left")
         pos[k] = xp.arange(k.size) - first
         block = Tensor._make(xp.full((B, Lmax, D), -xp.inf, dtype=weight.dtype))
-        block = _ops.index_put(block, (kb, pos[k]), _ops.index_select(emb, 0, Tensor._make(k)))
+        block = _ops.setitem(block, (kb, pos[k]), _ops.index_select(emb, 0, Tensor._make(k)))
         m = _ops.max(block, 1).values
         empty = counts == 0
         return _ops.where(empty[:, None], 0.0, m) if empty.any() else m

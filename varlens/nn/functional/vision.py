@@ -4,14 +4,16 @@ affine_grid, grid_sample.
 from __future__ import annotations
 
 import math
+import numbers
+
 from varlens import ops as _ops
 from varlens.core.array import xp
-from varlens.nn._errors import ArgNotImplementedError
-from varlens.nn._errors import ArgRuntimeError
-from varlens.ops import nn_ops as _nn
 from varlens.core.tensor import Tensor
-import numbers
+from varlens.nn._errors import ArgNotImplementedError, ArgRuntimeError
 from varlens.nn.functional._common import _check_int, _int_pair, _require_tensor, _shape
+from varlens.ops.nn import linear as _nn
+from varlens.ops.nn.upsample import interpolate as _nearest2d
+from varlens.ops.nn import pad as _nn_pad_mod
 
 
 
@@ -29,7 +31,7 @@ def pad(input, pad, mode="constant", value=None):
     for i in range(k):
         pads[input.ndim - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
     if mode == "constant":
-        return _nn.ConstantPad.apply(input, tuple(pads), 0.0 if value is None else value)
+        return _nn_pad_mod.ConstantPad.apply(input, tuple(pads), 0.0 if value is None else value)
     npmode = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}.get(mode)
     if npmode is None:
         raise ArgNotImplementedError(f"Unrecognised padding mode {mode} (pad: mode must be 'constant', 'reflect', "
@@ -283,7 +285,6 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         scales = tuple(i / o for i, o in zip(ins, outs)) if recompute_scale_factor else \
             tuple(1.0 / float(f) for f in sf)
     if mode == "nearest" and nd == 2:
-        from varlens.ops.conv import interpolate as _nearest2d
         return _nearest2d(input, size, scale_factor, mode, None, recompute_scale_factor)
     if mode in ("nearest", "nearest-exact"):
         out = input

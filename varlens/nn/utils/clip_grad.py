@@ -47,17 +47,17 @@ def _vector_norm(a, p):
     xp = B.xp
     if a.size == 0:
         return xp.zeros((), dtype=a.dtype)
+    if p == 2:  # (before |a|: the dot product needs no copy)
+        return xp.sqrt(xp.vdot(a.ravel(), a.ravel())).astype(a.dtype)
+    if p == 0:
+        return xp.asarray(xp.count_nonzero(a), dtype=a.dtype)
     absa = xp.abs(a)
     if p == math.inf:
         return absa.max()
     if p == -math.inf:
         return absa.min()
-    if p == 0:
-        return xp.asarray(xp.count_nonzero(a), dtype=a.dtype)
     if p == 1:
         return absa.sum(dtype=a.dtype)
-    if p == 2:
-        return xp.sqrt(xp.vdot(a.ravel(), a.ravel())).astype(a.dtype)
     return (absa ** p).sum(dtype=a.dtype) ** (1.0 / p)
 
 
@@ -84,11 +84,13 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
     tn = total_norm._data if isinstance(total_norm, Tensor) else B.xp.asarray(total_norm)
     coef = max_norm / (tn + 1e-6)
     coef = B.xp.minimum(coef, 1.0).astype(tn.dtype)
+    scale = not (coef == 1.0)  # under max_norm: x * 1 is x exactly, so the pass is skipped
     with B.xp.errstate(invalid="ignore"):       # a non-finite norm gives NaNs, as in PyTorch
         for p in ps:
             g = p.grad
             if g is not None:
-                g._data *= coef.astype(g._data.dtype)
+                if scale:
+                    g._data *= coef.astype(g._data.dtype)
                 g._version[0] += 1
 
 

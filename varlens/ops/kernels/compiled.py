@@ -265,3 +265,4 @@ def adadelta_step(w, g, sq, acc, lr, rho, eps, wd, maximize):
         d = np.sqrt(acc[i] + eps) / np.sqrt(s + eps) * gi
         acc[i] = acc[i] * rho + one_m * (d * d)
         w[i] = w[i] - lr * d
+

@@ -88,7 +88,8 @@ def gelu(x, use_kernel=None):
         return out
     y = _erf(x * x.dtype.type(_SQRT1_2))
     y += 1
-    y *= x
+    with np.errstate(invalid="ignore"):  # -inf * 0 is NaN, as in PyTorch
+        y *= x
     y *= 0.5
     return y.astype(x.dtype, copy=False)
 

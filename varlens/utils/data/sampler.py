@@ -188,7 +188,7 @@ class WeightedRandomSampler(Sampler):
     def _index_chunks(self):
         """Without replacement num_samples <= len(weights): one draw.  With replacement the
         draws are independent, so they are made ``_CHUNK`` at a time (lazily)."""
-        from varlens.creation import multinomial
+        from varlens.ops.creation import multinomial
         left = self.num_samples
         while left > 0:
             k = min(left, _CHUNK) if self.replacement else left

@@ -20,6 +20,13 @@ from varlens.core.function import Function
 from varlens.core import array as B
 from varlens.core.array import xp
 from varlens.ops.kernels import rows as _KR
+from varlens.ops.index import masked_fill
+from varlens.ops.linalg import matmul
+from varlens.ops.reduce import softmax
+from varlens.ops.shape import transpose
+from varlens.core import grad_mode
+from varlens.core.tensor import Tensor
+from varlens.random import _gen
 
 
 def _swap(a):
@@ -82,15 +89,14 @@ class SDPA(Function):
     @staticmethod
     def composite(q, k, v, mask, dropout_mask, scale, p_drop):
         """The same attention from small ops (used for second derivatives)."""
-        from varlens import ops
-        s = ops.matmul(q, ops.transpose(k, -2, -1)) * scale
+        s = matmul(q, transpose(k, -2, -1)) * scale
         if mask is not None:
             m = mask._data if hasattr(mask, "_data") else mask
-            s = ops.masked_fill(s, ~m, -float("inf")) if m.dtype == bool else s + mask
-        p = ops.softmax(s, -1)
+            s = masked_fill(s, ~m, -float("inf")) if m.dtype == bool else s + mask
+        p = softmax(s, -1)
         if dropout_mask is not None:
             p = p * dropout_mask * (1.0 / (1.0 - p_drop))
-        return ops.matmul(p, v)
+        return matmul(p, v)
 
 
 def causal_mask(L, S):
@@ -103,7 +109,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     """torch.nn.functional.scaled_dot_product_attention: boolean masks mark allowed positions
     (True = attend), float masks are added to the logits.  ``return_weights=True`` (varlens
     only) also returns the attention probabilities, for the lens and for plots."""
-    from varlens.core.tensor import Tensor
     if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
         raise RuntimeError("scaled_dot_product_attention: query, key and value need at least 2 dims "
                            f"(..., L, E); got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
@@ -126,11 +131,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         mask = causal_mask(L, S)
     dmask = None
     if dropout_p > 0.0:
-        from varlens.random import _gen
         g = _gen(generator)
         shape = tuple(query.shape[:-1]) + (S,)
         dmask = (g.random(shape) >= dropout_p).astype(query.dtype)
-    from varlens.core import grad_mode
     if grad_mode._enabled[0] and ((isinstance(attn_mask, Tensor) and attn_mask.requires_grad and not is_causal)
                                   or (return_weights and (query.requires_grad or key.requires_grad
                                                           or value.requires_grad))):
@@ -143,11 +146,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         node = out._node
         p = node.saved[3] if node is not None else None
         if p is None:  # not recorded (no grad): recompute the probabilities
-            from varlens import ops
-            s = ops.matmul(query, ops.transpose(key, -2, -1)) * sc
+            s = matmul(query, transpose(key, -2, -1)) * sc
             if mask is not None:
-                s = ops.masked_fill(s, Tensor._make(~mask), -float("inf")) if mask.dtype == bool else s + Tensor._make(mask)
-            return out, ops.softmax(s, -1).detach()
+                s = masked_fill(s, Tensor._make(~mask), -float("inf")) if mask.dtype == bool else s + Tensor._make(mask)
+            return out, softmax(s, -1).detach()
         return out, Tensor._make(p)
     return out
 
@@ -157,16 +159,14 @@ def _sdpa_composed(query, key, value, mask, dmask, sc, p, return_weights):
     Tensor and the returned weights).  ``mask``: a bool array (True = attend), a float Tensor
     or array added to the logits, or None.  The returned weights are taken after dropout, as
     PyTorch's MultiheadAttention returns them."""
-    from varlens import ops
-    from varlens.core.tensor import Tensor
-    s = ops.matmul(query, ops.transpose(key, -2, -1)) * sc
+    s = matmul(query, transpose(key, -2, -1)) * sc
     if mask is not None:
         if not isinstance(mask, Tensor) and mask.dtype == bool:
-            s = ops.masked_fill(s, Tensor._make(~mask), -float("inf"))
+            s = masked_fill(s, Tensor._make(~mask), -float("inf"))
         else:
             s = s + (mask if isinstance(mask, Tensor) else Tensor._make(mask))
-    w = ops.softmax(s, -1)
+    w = softmax(s, -1)
     if dmask is not None:
         w = w * Tensor._make(dmask / (1.0 - p))
-    out = ops.matmul(w, value)
+    out = matmul(w, value)
     return (out, w) if return_weights else out

@@ -10,13 +10,19 @@ import math
 
 from varlens.core import function as _F
 from varlens.core.function import Function
-from varlens.core import array as B
 from varlens.core.dtypes import get_default_dtype
+from varlens.core.array import erf as _erf_array
 from varlens.core.array import xp
 from varlens.core import primitives as D
 from varlens.core.primitives import Clone
 from varlens.ops.kernels import pointwise as _KP
 from varlens.core.dtypes import torch_dtype_name  # noqa: F401  (used below; other ops import it from core.dtypes)
+from varlens.core.tensor import Tensor
+from varlens.ops._args import _T
+from varlens.ops._args import _float
+from varlens.ops._args import _arr
+from varlens.ops._args import _tensor
+from collections import namedtuple
 
 
 _PY = (float, int, bool)
@@ -378,9 +384,8 @@ class Erf(Function):
     """out = erf x;  d/dx = 2/sqrt(pi) exp(-x^2)."""
 
     def forward(self, x):
-        from varlens.core.array import erf
         self.save_for_backward(x)
-        return erf(x).astype(x.dtype, copy=False)
+        return _erf_array(x).astype(x.dtype, copy=False)
 
     def backward(self, g):
         x = self.saved[0]
@@ -517,146 +522,6 @@ class Sigmoid(Function):
     def backward(self, g):
         y = self.saved[0]
         return g * y * (1 - y)
-
-
-class ReLU(Function):
-    """out = max(x, 0);  d/dx = 1{x > 0} (0 at x = 0, as seed 001 §2.3 and PyTorch;
-    seed 003 §1.6.4 takes 1 there, see docs/conventions.md)."""
-
-    def forward(self, x):
-        # against a cached array of zeros: NumPy's maximum with a scalar is not vectorised
-        y = xp.maximum(x, B.zeros_cached(x.shape, x.dtype)) if x.size >= 256 else xp.maximum(x, 0)
-        self.save_for_backward(y)
-        return y
-
-    def backward(self, g):
-        if g.__class__ is xp.ndarray:
-            return _KP.relu_grad(g, self.saved[0])  # one compiled pass for float32
-        return g * (self.saved[0] > 0)
-
-
-class LeakyReLU(Function):
-    """out = x if x > 0 else slope*x;  d/dx = 1 or slope."""
-
-    def forward(self, x, slope=0.01):
-        self.slope = slope
-        self.save_for_backward(x)
-        return xp.where(x > 0, x, x * slope)
-
-    def backward(self, g):
-        x = self.saved[0]
-        return D.where(x > 0, g, g * self.slope)
-
-
-class ELU(Function):
-    """out = x if x > 0 else alpha (e^x - 1);  d/dx = 1 or alpha e^x."""
-
-    def forward(self, x, alpha=1.0):
-        self.alpha = alpha
-        self.save_for_backward(x)
-        return xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, 0)))
-
-    def backward(self, g):
-        x = self.saved[0]
-        return D.where(x > 0, g, g * self.alpha * D.exp(D.where(x > 0, 0.0, x)))
-
-
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-
-
-class GELU(Function):
-    """Exact: out = x Phi(x), d/dx = Phi(x) + x phi(x).
-    tanh: out = x/2 (1 + tanh(u)), u = sqrt(2/pi)(x + 0.044715 x^3),
-    d/dx = (1 + tanh u)/2 + x/2 (1 - tanh^2 u) sqrt(2/pi)(1 + 3*0.044715 x^2)."""
-
-    def forward(self, x, approximate="none"):
-        if approximate not in ("none", "tanh"):
-            raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-        self.approximate = approximate
-        self.save_for_backward(x)
-        if approximate == "tanh":
-            c = _SQRT_2_OVER_PI
-            u = xp.asarray(x * x)       # an array even for 0-d x (NumPy gives a scalar)
-            u *= c * 0.044715
-            u += c
-            u *= x                      # u = sqrt(2/pi) (x + 0.044715 x^3)
-            t = xp.tanh(u, out=u) if isinstance(u, xp.ndarray) else xp.tanh(u)
-            self.t = t                  # reused by the array-mode backward
-            y = t + 1
-            y *= x
-            y *= 0.5
-            return y
-        if x.__class__ is xp.ndarray and x.ndim:
-            return _KP.gelu(x)  # one compiled pass for float32 (NumPy + SciPy's erf otherwise)
-        from varlens.core.array import erf
-        return (0.5 * x * (1 + erf(x / math.sqrt(2.0)))).astype(x.dtype, copy=False)
-
-    def backward(self, g):
-        x = self.saved[0]
-        if self.approximate == "tanh":
-            if hasattr(g, "_data") or x.ndim == 0:  # recorded (create_graph), or a 0-d input
-                t = D.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
-                return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x))
-            # array mode: the same formula in place, two temporaries instead of a dozen
-            t, c = self.t, _SQRT_2_OVER_PI
-            u = x * x
-            u *= 3 * 0.044715 * c
-            u += c
-            u *= x
-            u *= 0.5                    # u = x/2 * sqrt(2/pi) (1 + 3*0.044715 x^2)
-            s = t * t
-            xp.subtract(1, s, out=s)    # 1 - t^2
-            s *= u
-            xp.multiply(t, 0.5, out=u)
-            s += u
-            s += 0.5                    # (1 + t)/2 + u (1 - t^2)
-            s *= g
-            return s
-        if g.__class__ is xp.ndarray and x.__class__ is xp.ndarray and x.ndim:
-            return _KP.gelu_grad(g, x)  # g (Phi(x) + x phi(x)) in one pass
-        cdf = 0.5 * (1 + D.erf(x * (1 / math.sqrt(2.0))))
-        pdf = D.exp(-0.5 * x * x) * _INV_SQRT_2PI
-        return g * (cdf + x * pdf)
-
-
-class SiLU(Function):
-    """out = x s(x);  d/dx = s(x) (1 + x (1 - s(x)))."""
-
-    def forward(self, x):
-        s = D._sigmoid_array(x)
-        self.s = s                      # reused by the array-mode backward
-        y = x * s
-        self.save_for_backward(x, y)
-        return y
-
-    def backward(self, g):
-        """Product rule on x s(x) with s' = s (1 - s) (seed 003 §1.4.2): s + x s (1 - s)."""
-        x, y = self.saved
-        if hasattr(g, "_data"):  # recorded (create_graph): recompute s from x
-            s = D.sigmoid(x)
-            return g * s * (1 + x * (1 - s))
-        # array mode, in place on one buffer: x (1 - s) = x - y, so s (1 + x (1 - s)) = s (1 + x - y)
-        d = x - y
-        d += 1
-        d *= self.s
-        d *= g
-        return d
-
-
-class Softplus(Function):
-    """out = log(1 + e^(beta x))/beta (linear above threshold);  d/dx = s(beta x)."""
-
-    def forward(self, x, beta=1.0, threshold=20.0):
-        self.beta, self.threshold = beta, threshold
-        self.save_for_backward(x)
-        bx = beta * x
-        return xp.where(bx > threshold, x, xp.logaddexp(0, bx) / beta).astype(x.dtype, copy=False)
-
-    def backward(self, g):
-        x = self.saved[0]
-        bx = x * self.beta
-        return D.where(bx > self.threshold, g, g * D.sigmoid(bx))
 
 
 class Clamp(Function):
@@ -881,37 +746,6 @@ def sigmoid(x):
     return Sigmoid.apply(_fl(x))
 
 
-def relu(x):
-    try:
-        k = x._data.dtype.kind
-    except AttributeError:
-        not_tensor(x, "relu")
-    if k == "b":
-        raise RuntimeError("Boolean inputs not supported for relu (got a bool tensor); convert it with "
-                           ".float() first")
-    return ReLU.apply(x)
-
-
-def leaky_relu(x, negative_slope=0.01):
-    return LeakyReLU.apply(_float_only(x, "leaky_relu"), negative_slope)
-
-
-def elu(x, alpha=1.0):
-    return ELU.apply(_float_only(x, "elu"), alpha)
-
-
-def gelu(x, approximate="none"):
-    return GELU.apply(_float_only(x, "gelu"), approximate=approximate)
-
-
-def silu(x):
-    return SiLU.apply(_float_only(x, "silu"))
-
-
-def softplus(x, beta=1.0, threshold=20.0):
-    return Softplus.apply(_float_only(x, "softplus"), beta, threshold)
-
-
 def clamp(x, min=None, max=None):  # noqa: A002
     T = _F.Tensor
     if isinstance(min, T) and min.numel() > 1 or isinstance(max, T) and max.numel() > 1:
@@ -942,10 +776,8 @@ def minimum(a, b):
 
 def where(cond, a=None, b=None):
     """where(cond, a, b) picks elementwise; where(cond) alone is nonzero(cond, as_tuple=True)."""
-    from varlens.core.tensor import Tensor
     if a is None and b is None:
-        from varlens.ops.misc import nonzero
-        return nonzero(cond, as_tuple=True)
+        return cond.nonzero(as_tuple=True)  # Tensor.nonzero (ops/index.py), through the method table
     c = cond._data if isinstance(cond, Tensor) else xp.asarray(cond)
     if c.dtype != bool:
         raise RuntimeError(f"where: condition must be a bool tensor, got dtype {c.dtype} (torch: where expected "
@@ -961,7 +793,6 @@ def cast(x, dtype):
     dt = xp.dtype(dtype)
     if dt.kind not in "fc":
         # integer and bool tensors never require grad (as in PyTorch): x.long() leaves the graph
-        from varlens.core.tensor import Tensor
         data = x._data if isinstance(x, Tensor) else xp.asarray(x)
         return Tensor._make(data if data.dtype == dt else data.astype(dt))
     return Cast.apply(x, dtype)
@@ -969,3 +800,374 @@ def cast(x, dtype):
 
 def clone(x):
     return Clone.apply(x)
+
+
+class _Step(Function):
+    """A piecewise-constant map (floor, ceil, round, trunc): derivative 0 almost everywhere,
+    so backward returns zeros (as PyTorch, which keeps these ops differentiable)."""
+
+    fn = None
+
+    def forward(self, x, *args):
+        if x.dtype.kind in "biu":
+            if x.dtype.kind == "b":
+                raise NotImplementedError(f'"{type(self).__name__.lower()}" not implemented for \'Bool\' '
+                                          "(a bool tensor); convert it with .float() or .long() first")
+            return x.copy()
+        return type(self).fn(x, *args)
+
+    def backward(self, g):
+        return g * 0
+
+
+class Floor(_Step):
+    fn = staticmethod(xp.floor)
+
+
+class Ceil(_Step):
+    fn = staticmethod(xp.ceil)
+
+
+class Round(_Step):
+    fn = staticmethod(xp.round)
+
+
+class Trunc(_Step):
+    fn = staticmethod(xp.trunc)
+
+
+def floor(x):
+    return Floor.apply(x)
+
+
+def ceil(x):
+    return Ceil.apply(x)
+
+
+def round(x, *, decimals=0):  # noqa: A001
+    return Round.apply(x) if decimals == 0 else Round.apply(x, decimals)
+
+
+def trunc(x):
+    return Trunc.apply(x)
+
+
+# PyTorch's other names for the same functions
+clip = clamp
+multiply = mul
+subtract = sub
+divide = div
+true_divide = div
+negative = neg
+absolute = abs
+
+
+def log2(x):
+    return div(log(x), 0.6931471805599453)
+
+
+def log10(x):
+    return div(log(x), 2.302585092994046)
+
+
+def reciprocal(x):
+    return rdiv(x, 1.0)
+
+
+def lerp(a, b, w):
+    return add(a, mul(sub(b, a), w))
+
+
+# ---------------------------------------------------------------- Functions (no primitive to compose)
+class _Elementary(Function):
+    """y = fn(x) for a NumPy ufunc; ``grad(g, x)`` gives the gradient from the saved input.  It is
+    written with Python operators and varlens.core.primitives, so it is differentiable again."""
+
+    def forward(self, x):
+        self.save_for_backward(x)
+        return self.fn(x)
+
+    def backward(self, g):
+        (x,) = self.saved
+        return self.grad(g, x)
+
+
+def _elementary(name, fn, grad, doc):
+    """A Function class named ``name``: forward ``fn(x)``, backward ``grad(g, x)``."""
+    return type(name, (_Elementary,), {"fn": staticmethod(fn), "grad": staticmethod(grad), "__doc__": doc})
+
+
+Atan = _elementary("Atan", xp.arctan, lambda g, x: g / (1 + x * x), "d atan(x)/dx = 1 / (1 + x^2).")
+
+
+Asin = _elementary("Asin", xp.arcsin, lambda g, x: g / D.sqrt(1 - x * x), "d asin(x)/dx = 1 / sqrt(1 - x^2).")
+
+
+Acos = _elementary("Acos", xp.arccos, lambda g, x: -g / D.sqrt(1 - x * x), "d acos(x)/dx = -1 / sqrt(1 - x^2).")
+
+
+class Atan2(Function):
+    """atan2(y, x): d/dy = x / (x^2 + y^2), d/dx = -y / (x^2 + y^2)."""
+
+    def forward(self, y, x):
+        self.save_for_backward(y, x)
+        return xp.arctan2(y, x)
+
+    def backward(self, g):
+        y, x = self.saved
+        r2 = x * x + y * y
+        return g * x / r2, -g * y / r2
+
+
+def atan(x):
+    return Atan.apply(_float(x))
+
+
+arctan = atan
+
+
+def asin(x):
+    return Asin.apply(_float(x))
+
+
+arcsin = asin
+
+
+def acos(x):
+    return Acos.apply(_float(x))
+
+
+arccos = acos
+
+
+def atan2(input, other):
+    y, x = _promote(_T(input), _T(other, input))  # PyTorch's promotion first: int32 with float16 is float16
+    return Atan2.apply(_float(y), _float(x))
+
+
+arctan2 = atan2
+
+
+# ---------------------------------------------------------------- composed elementwise
+def tan(x):
+    return sin(x) / cos(x)
+
+
+def sinh(x):
+    x = _float(x)
+    return (exp(x) - exp(-x)) * 0.5
+
+
+def cosh(x):
+    x = _float(x)
+    return (exp(x) + exp(-x)) * 0.5
+
+
+def hypot(input, other):
+    return sqrt(input * input + other * other)
+
+
+def logaddexp(input, other):
+    """log(e^a + e^b) = m + log(e^(a-m) + e^(b-m)), m = max(a, b) (no overflow)."""
+    other = _T(other, input)
+    m = maximum(input, other).detach()
+    return m + log(exp(input - m) + exp(other - m))
+
+
+def deg2rad(x):
+    return x * (math.pi / 180.0)
+
+
+def rad2deg(x):
+    return x * (180.0 / math.pi)
+
+
+def copysign(input, other):
+    neg = xp.signbit(other._data if isinstance(other, Tensor) else xp.asarray(other))
+    a = abs(input)
+    return where(neg, -a, a)
+
+
+def signbit(x):
+    return Tensor._make(xp.signbit(x._data))
+
+
+def heaviside(input, values):
+    v = values._data if isinstance(values, Tensor) else values
+    return Tensor._make(xp.heaviside(input._data, v).astype(input._data.dtype))
+
+
+def clamp_min(input, min):  # noqa: A002
+    return clamp(input, min, None)
+
+
+def clamp_max(input, max):  # noqa: A002
+    return clamp(input, None, max)
+
+
+def frac(x):
+    _float_only(x, "frac")  # no integer frac in PyTorch either
+    return x - trunc(x)
+
+
+def logit(x, eps=None):
+    x = _fl(x)  # bool/integer input: float32, as PyTorch
+    if eps is not None:
+        x = clamp(x, eps, 1 - eps)
+    return log(x / (1 - x))
+
+
+def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
+    """NaN -> ``nan``, +Inf -> ``posinf`` (default: the dtype's largest), -Inf -> ``neginf``;
+    the gradient flows through the entries that were finite."""
+    a = x._data
+    if a.dtype.kind != "f":
+        return x
+    fi = xp.finfo(a.dtype)
+    out = x
+    for m, v in ((xp.isnan(a), nan), (xp.isposinf(a), fi.max if posinf is None else posinf),
+                 (xp.isneginf(a), fi.min if neginf is None else neginf)):
+        if m.any():
+            out = where(Tensor._make(m), v, out)
+    return out
+
+
+class Sinc(Function):
+    """sinc(x) = sin(pi x)/(pi x), 1 at 0.  d/dx = (cos(pi x) - sinc(x)) / x, 0 at x = 0."""
+
+    def forward(self, x):
+        self.save_for_backward(x)
+        return xp.sinc(x)
+
+    def backward(self, g):
+        (x,) = self.saved
+        zero = x == 0
+        xs = D.where(zero, 1.0, x)  # a safe stand-in at 0, so no 0/0 reaches either branch
+        px = xs * math.pi
+        return D.where(zero, 0.0, g * ((D.cos(px) - D.sin(px) / px) / xs))
+
+
+Asinh = _elementary("Asinh", xp.arcsinh, lambda g, x: g / D.sqrt(x * x + 1), "d asinh(x)/dx = 1 / sqrt(x^2 + 1).")
+
+
+Acosh = _elementary("Acosh", xp.arccosh, lambda g, x: g / D.sqrt(x * x - 1),
+                    "d acosh(x)/dx = 1 / sqrt(x^2 - 1) (x > 1).")
+
+
+Atanh = _elementary("Atanh", xp.arctanh, lambda g, x: g / (1 - x * x), "d atanh(x)/dx = 1 / (1 - x^2) (|x| < 1).")
+
+
+def sinc(input):  # noqa: A002
+    return Sinc.apply(_float(_tensor(input, "sinc: input")))
+
+
+def asinh(input):  # noqa: A002
+    return Asinh.apply(_float(_tensor(input, "asinh: input")))
+
+
+def acosh(input):  # noqa: A002
+    return Acosh.apply(_float(_tensor(input, "acosh: input")))
+
+
+def atanh(input):  # noqa: A002
+    return Atanh.apply(_float(_tensor(input, "atanh: input")))
+
+
+def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
+    p = mul(tensor1, tensor2)
+    return add(input, mul(p, value) if value != 1 else p)
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002
+    t1 = tensor1
+    if isinstance(t1, Tensor) and t1.dtype.kind != "f" and isinstance(tensor2, Tensor) and tensor2.dtype.kind != "f":
+        raise RuntimeError("addcdiv: integer division with addcdiv is not supported; use floating point tensors")
+    q = div(tensor1, tensor2)
+    return add(input, mul(q, value) if value != 1 else q)
+
+
+# ---------------------------------------------------------------- elementwise
+def float_power(input, exponent):  # noqa: A002
+    """input ** exponent computed in float64 (either may be a number), as PyTorch."""
+    f64 = xp.dtype("float64")
+    a = cast(input, f64) if isinstance(input, Tensor) else float(input)
+    b = cast(exponent, f64) if isinstance(exponent, Tensor) else float(exponent)
+    if not isinstance(a, Tensor):
+        if not isinstance(b, Tensor):
+            raise TypeError("float_power: input or exponent must be a Tensor")
+        return rpow(b, a)
+    return pow(a, b)
+
+
+def nextafter(input, other):  # noqa: A002
+    a, b = _tensor(input, "nextafter: input"), other
+    bd = _arr(b)
+    if a.dtype.kind != "f":
+        raise RuntimeError(f"nextafter: expected floating point tensors, got input dtype {a.dtype}")
+    return Tensor._make(xp.nextafter(a._data, bd.astype(a.dtype)).astype(a.dtype))
+
+
+def fmax(input, other):  # noqa: A002
+    """Elementwise maximum that ignores a NaN on one side; the gradient goes to the chosen side
+    (to input on ties), as PyTorch."""
+    a, b = _promote(input, other)
+    take_a = Tensor._make(xp.asarray((_arr(a) >= _arr(b)) | xp.isnan(_arr(b))))
+    return where(take_a, a, b)
+
+
+def fmin(input, other):  # noqa: A002
+    a, b = _promote(input, other)
+    take_a = Tensor._make(xp.asarray((_arr(a) <= _arr(b)) | xp.isnan(_arr(b))))
+    return where(take_a, a, b)
+
+
+def logaddexp2(input, other):  # noqa: A002
+    ln2 = math.log(2.0)
+    return div(logaddexp(mul(input, ln2), mul(other, ln2)), ln2)
+
+
+def ldexp(input, other):  # noqa: A002
+    """input * 2**other (float result)."""
+    x = _float(_tensor(input, "ldexp: input"))
+    e = _arr(other)
+    return mul(x, Tensor._make(xp.ldexp(xp.ones((), dtype=x.dtype), e.astype(xp.int64)).astype(x.dtype)
+                                 if e.dtype.kind in "iub" else xp.exp2(e).astype(x.dtype)))
+
+
+_Frexp = namedtuple("frexp", ["mantissa", "exponent"])
+
+
+def frexp(input):  # noqa: A002
+    x = _tensor(input, "frexp: input")
+    if x.dtype.kind != "f":
+        raise RuntimeError(f"frexp: expected a floating point tensor, got dtype {x.dtype}")
+    m, e = xp.frexp(x._data)
+    return _Frexp(Tensor._make(m.astype(x.dtype)), Tensor._make(e.astype(xp.int32)))
+
+
+def sgn(input):  # noqa: A002
+    return sign(input)
+
+
+def _int_op(name, fn):
+    def f(input, other):  # noqa: A002
+        a, b = _arr(input), _arr(other)
+        for nm, v in (("input", a), ("other", b)):
+            if v.dtype.kind not in "iub":
+                raise RuntimeError(f"{name}: expected integer tensors, got {nm} of dtype {v.dtype}")
+        return Tensor._make(xp.asarray(fn(a, b)).astype(xp.result_type(a, b) if a.ndim or not b.ndim else a.dtype))
+    f.__name__ = name
+    return f
+
+
+gcd = _int_op("gcd", xp.gcd)
+lcm = _int_op("lcm", xp.lcm)
+bitwise_left_shift = _int_op("bitwise_left_shift", xp.left_shift)
+bitwise_right_shift = _int_op("bitwise_right_shift", xp.right_shift)
+
+
+def positive(input):  # noqa: A002
+    x = _tensor(input, "positive: input")
+    if x.dtype.kind == "b":
+        raise RuntimeError("positive: not supported for bool tensors")
+    return x

@@ -6,6 +6,14 @@ from varlens.core import dtypes as DT
 from varlens.core.array import xp
 from varlens.random import _gen
 from varlens.core.tensor import Tensor, _size
+from varlens.ops._args import _tensor
+from varlens.ops.pointwise import cast
+from varlens.ops.pointwise import clone
+from varlens.ops.shape import expand
+import math
+from varlens.ops.shape import reshape
+from varlens.core.tensor import tensor
+from varlens.ops.pointwise import torch_dtype_name
 
 
 def _finish(arr, requires_grad):
@@ -39,7 +47,6 @@ def _float_dtype(dtype, where="factory"):
 def _random_float_dtype(dtype, where):
     dt = _float_dtype(dtype, where)
     if dt.kind not in "fc":
-        from varlens.ops.elementwise import torch_dtype_name
         raise NotImplementedError(f"{where}: random floats are not implemented for '{torch_dtype_name(dt)}' "
                                   f"(dtype={dt}); expected a floating-point dtype such as varlens.float32, got {dt}")
     return dt
@@ -286,7 +293,6 @@ class _LegacyType(type):
             return Tensor._make(xp.zeros(_size(args), dtype=dt))  # torch leaves them uninitialised
         if len(args) != 1:
             raise TypeError(f"{cls.__name__}: expected a sequence of numbers or integer sizes, got {args!r}")
-        from varlens.core.tensor import tensor
         return tensor(args[0], dtype=dt)
 
     def __instancecheck__(cls, obj):
@@ -307,3 +313,93 @@ ShortTensor = _legacy("ShortTensor", "int16")
 CharTensor = _legacy("CharTensor", "int8")
 ByteTensor = _legacy("ByteTensor", "uint8")
 BoolTensor = _legacy("BoolTensor", "bool")
+
+
+def logspace(start, end, steps, base=10.0, *, dtype=None, requires_grad=False, device=None):
+    """``steps`` points base**t for t evenly spaced from start to end (float32 by default)."""
+    if not isinstance(steps, int) or steps < 0:
+        raise RuntimeError(f"logspace: steps must be a non-negative int, got {steps!r}")
+    dt = DT.get_default_dtype() if dtype is None else DT.to_dtype(dtype)
+    s, e = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
+    t = xp.linspace(float(s), float(e), steps, dtype=xp.float64)
+    out = xp.power(float(base), t)
+    if dt.kind in "iu":
+        out = xp.trunc(out)
+    r = Tensor._make(out.astype(dt))
+    if requires_grad:
+        r.requires_grad_(True)
+    return r
+
+
+# ---------------------------------------------------------------- creation helpers
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
+    if isinstance(obj, Tensor) and not copy and (dtype is None or DT.to_dtype(dtype) == obj.dtype):
+        out = obj
+    else:
+        out = as_tensor(obj, dtype=dtype)
+        if copy:
+            out = Tensor._make(out._data.copy())
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False):
+    dt = DT.get_default_dtype() if dtype is None else DT.to_dtype(dtype)
+    out = Tensor._make(xp.asarray(s.item() if isinstance(s, Tensor) else s, dtype=dt))
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+def fill(input, value):  # noqa: A002
+    """A new tensor of input's shape and dtype filled with ``value`` (torch.fill)."""
+    x = _tensor(input, "fill: input")
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise RuntimeError(f"fill: value must be a number or a 0-d tensor, got shape {tuple(value.shape)}")
+        if value.requires_grad:  # the gradient reaches the value: every element is a copy of it
+            v = reshape(cast(value, x.dtype), (1,) * x.ndim)
+            return clone(expand(v, tuple(x.shape)))
+        return Tensor._make(xp.full(tuple(x.shape), value.item(), dtype=x.dtype))
+    return Tensor._make(xp.full(tuple(x.shape), value, dtype=x.dtype))
+
+
+# ---------------------------------------------------------------- windows (signal helpers)
+def _window(what, n, periodic, dtype, fn):
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise RuntimeError(f"{what}: window_length must be a non-negative int, got {n!r}")
+    dt = DT.get_default_dtype() if dtype is None else DT.to_dtype(dtype)
+    if dt.kind != "f":
+        raise RuntimeError(f"{what}: expected a floating point dtype, got {dt}")
+    if n <= 1:
+        return Tensor._make(xp.ones((n,), dtype=dt))
+    m = n + 1 if periodic else n  # a periodic window is the symmetric one of length n + 1, cut to n
+    k = xp.arange(n, dtype=xp.float64)
+    return Tensor._make(fn(k, m - 1).astype(dt))
+
+
+def hann_window(window_length, periodic=True, *, dtype=None, device=None, requires_grad=False):
+    return _window("hann_window", window_length, periodic, dtype,
+                   lambda k, L: 0.5 - 0.5 * xp.cos(2 * math.pi * k / L))
+
+
+def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None, device=None,
+                   requires_grad=False):
+    return _window("hamming_window", window_length, periodic, dtype,
+                   lambda k, L: alpha - beta * xp.cos(2 * math.pi * k / L))
+
+
+def bartlett_window(window_length, periodic=True, *, dtype=None, device=None, requires_grad=False):
+    return _window("bartlett_window", window_length, periodic, dtype,
+                   lambda k, L: 1 - xp.abs(2 * k / L - 1))
+
+
+def blackman_window(window_length, periodic=True, *, dtype=None, device=None, requires_grad=False):
+    return _window("blackman_window", window_length, periodic, dtype,
+                   lambda k, L: 0.42 - 0.5 * xp.cos(2 * math.pi * k / L) + 0.08 * xp.cos(4 * math.pi * k / L))
+
+
+def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, device=None, requires_grad=False):
+    return _window("kaiser_window", window_length, periodic, dtype,
+                   lambda k, L: xp.i0(beta * xp.sqrt(xp.clip(1 - (2 * k / L - 1) ** 2, 0, None))) / xp.i0(beta))

@@ -41,6 +41,11 @@ import weakref as _weakref
 
 from varlens.core.function import Function
 from varlens.core.array import xp
+from varlens.ops.linalg import matmul as _linalg_matmul
+from varlens.ops.activation import relu
+from varlens.ops.pointwise import sigmoid, tanh
+from varlens.ops.shape import cat, stack, transpose, unsqueeze
+from varlens.core.tensor import Tensor
 
 
 def _zeros_state(x, H):
@@ -559,9 +564,8 @@ class LSTMCellFunction(LSTMLayerFunction):
 
     @staticmethod
     def composite(x, h, c, w_ih, w_hh, b_ih, b_hh):
-        from varlens import ops as O
-        Z = _lstm_composite(O.unsqueeze(x, 0), h, c, w_ih, w_hh, b_ih, b_hh, False, None)
-        return O.cat([Z[1], Z[2]], dim=-1)
+        Z = _lstm_composite(unsqueeze(x, 0), h, c, w_ih, w_hh, b_ih, b_hh, False, None)
+        return cat([Z[1], Z[2]], dim=-1)
 
 
 class GRUCellFunction(GRULayerFunction):
@@ -579,8 +583,7 @@ class GRUCellFunction(GRULayerFunction):
 
     @staticmethod
     def composite(x, h, w_ih, w_hh, b_ih, b_hh):
-        from varlens import ops as O
-        return _gru_composite(O.unsqueeze(x, 0), h, w_ih, w_hh, b_ih, b_hh, False, None)[1]
+        return _gru_composite(unsqueeze(x, 0), h, w_ih, w_hh, b_ih, b_hh, False, None)[1]
 
 
 class RNNCellFunction(RNNLayerFunction):
@@ -598,39 +601,36 @@ class RNNCellFunction(RNNLayerFunction):
 
     @staticmethod
     def composite(x, h, w_ih, w_hh, b_ih, b_hh, nonlinearity="tanh"):
-        from varlens import ops as O
-        return _rnn_composite(O.unsqueeze(x, 0), h, w_ih, w_hh, b_ih, b_hh, nonlinearity, False, None)[1]
+        return _rnn_composite(unsqueeze(x, 0), h, w_ih, w_hh, b_ih, b_hh, nonlinearity, False, None)[1]
 
 
 # ====================================================================== composites (small ops)
 def _prep(x, h0, H, w_ih, b_ih, b_hh, mask):
-    from varlens import ops as O
-    from varlens.core.tensor import Tensor
     T = x.shape[0]
-    xg = O.matmul(x, O.transpose(w_ih, 0, 1))
+    xg = _linalg_matmul(x, transpose(w_ih, 0, 1))
     if b_ih is not None:
         xg = xg + b_ih
     if b_hh is not None:
         xg = xg + b_hh
     h = h0 if h0 is not None else Tensor._make(xp.zeros((x.shape[1], H), dtype=x.dtype))
     m3 = None if mask is None else Tensor._make(_mask3(mask, x._data))
-    return O, Tensor, T, xg, h, m3
+    return Tensor, T, xg, h, m3
 
 
 def _lstm_composite(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, mask):
     H = w_hh.shape[1]
-    O, Tensor, T, xg, h, m3 = _prep(x, h0, H, w_ih, b_ih, b_hh, mask)
+    Tensor, T, xg, h, m3 = _prep(x, h0, H, w_ih, b_ih, b_hh, mask)
     c = c0 if c0 is not None else Tensor._make(xp.zeros((x.shape[1], H), dtype=x.dtype))
-    whhT = O.transpose(w_hh, 0, 1)
+    whhT = transpose(w_hh, 0, 1)
     outs = [None] * T
     for t in _order(T, reverse):
-        a = xg[t] + O.matmul(h, whhT)
-        i = O.sigmoid(a[:, :H])
-        f = O.sigmoid(a[:, H:2 * H])
-        g = O.tanh(a[:, 2 * H:3 * H])
-        o = O.sigmoid(a[:, 3 * H:])
+        a = xg[t] + _linalg_matmul(h, whhT)
+        i = sigmoid(a[:, :H])
+        f = sigmoid(a[:, H:2 * H])
+        g = tanh(a[:, 2 * H:3 * H])
+        o = sigmoid(a[:, 3 * H:])
         cn = f * c + i * g
-        hn = o * O.tanh(cn)
+        hn = o * tanh(cn)
         if m3 is None:
             outs[t], h, c = hn, hn, cn
         else:
@@ -638,21 +638,21 @@ def _lstm_composite(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, mask):
             outs[t] = hn * m
             h = h + m * (hn - h)
             c = c + m * (cn - c)
-    return O.stack(outs + [h, c], dim=0)
+    return stack(outs + [h, c], dim=0)
 
 
 def _gru_composite(x, h0, w_ih, w_hh, b_ih, b_hh, reverse, mask):
     H = w_hh.shape[1]
-    O, Tensor, T, xg, h, m3 = _prep(x, h0, H, w_ih, b_ih, None, mask)
-    whhT = O.transpose(w_hh, 0, 1)
+    Tensor, T, xg, h, m3 = _prep(x, h0, H, w_ih, b_ih, None, mask)
+    whhT = transpose(w_hh, 0, 1)
     outs = [None] * T
     for t in _order(T, reverse):
-        hg = O.matmul(h, whhT)
+        hg = _linalg_matmul(h, whhT)
         if b_hh is not None:
             hg = hg + b_hh
-        r = O.sigmoid(xg[t][:, :H] + hg[:, :H])
-        z = O.sigmoid(xg[t][:, H:2 * H] + hg[:, H:2 * H])
-        n = O.tanh(xg[t][:, 2 * H:] + r * hg[:, 2 * H:])
+        r = sigmoid(xg[t][:, :H] + hg[:, :H])
+        z = sigmoid(xg[t][:, H:2 * H] + hg[:, H:2 * H])
+        n = tanh(xg[t][:, 2 * H:] + r * hg[:, 2 * H:])
         hn = n + z * (h - n)
         if m3 is None:
             outs[t], h = hn, hn
@@ -660,24 +660,24 @@ def _gru_composite(x, h0, w_ih, w_hh, b_ih, b_hh, reverse, mask):
             m = m3[t]
             outs[t] = hn * m
             h = h + m * (hn - h)
-    return O.stack(outs + [h], dim=0)
+    return stack(outs + [h], dim=0)
 
 
 def _rnn_composite(x, h0, w_ih, w_hh, b_ih, b_hh, nonlinearity, reverse, mask):
     H = w_hh.shape[1]
-    O, Tensor, T, xg, h, m3 = _prep(x, h0, H, w_ih, b_ih, b_hh, mask)
-    whhT = O.transpose(w_hh, 0, 1)
-    act = O.relu if nonlinearity == "relu" else O.tanh
+    Tensor, T, xg, h, m3 = _prep(x, h0, H, w_ih, b_ih, b_hh, mask)
+    whhT = transpose(w_hh, 0, 1)
+    act = relu if nonlinearity == "relu" else tanh
     outs = [None] * T
     for t in _order(T, reverse):
-        hn = act(xg[t] + O.matmul(h, whhT))
+        hn = act(xg[t] + _linalg_matmul(h, whhT))
         if m3 is None:
             outs[t], h = hn, hn
         else:
             m = m3[t]
             outs[t] = hn * m
             h = h + m * (hn - h)
-    return O.stack(outs + [h], dim=0)
+    return stack(outs + [h], dim=0)
 
 
 # ====================================================================== user-facing helpers

@@ -1,0 +1,102 @@
+"""Fused neural-network ops: linear, batch/layer/RMS norm, cross-entropy, dropout masks,
+embedding lookup and padding.
+
+Each op is one ``Function`` whose backward is the closed-form derivative, so a
+layer costs one node on the tape instead of a dozen.  The normalisation ops and
+cross-entropy cache intermediates (mean and reciprocal standard deviation, as
+llm.c does; the softmax probabilities), set ``differentiable_backward = False``
+and give a ``composite``: the same function from small ops, which second
+derivatives go through.  ``linear``, ``embedding``, ``pad`` and the dropout mask
+write their backward with ``varlens.core.primitives`` so it is itself differentiable.
+"""
+from __future__ import annotations
+
+from varlens.core.function import Function
+from varlens.core import array as B
+from varlens.core.array import xp
+from varlens.core import primitives as D
+from varlens.ops.linalg import matmul
+from varlens.ops.nn.norm import _ones
+from varlens.ops.pointwise import torch_dtype_name as n
+
+_ndarray = xp.ndarray
+_dot = xp.dot
+_add_reduce = xp.add.reduce
+_max_reduce = xp.maximum.reduce
+
+
+# ---------------------------------------------------------------- linear
+class Linear(Function):
+    """y = x W^T + b with W of shape (out, in), x of shape (..., in).
+
+    Backward (seed 001 §3.1 / seed 003 eq. 1.6.5): dL/dx = g W,
+    dL/dW = g^T x summed over every leading (batch) axis, dL/db = sum of g over them.
+    """
+
+    def forward(self, x, w, b=None):
+        if x.dtype is not w.dtype and x.dtype != w.dtype:  # one comparison: dtypes are singletons
+            _dtype_mismatch(x, w)
+        self.save_for_backward(x, w)
+        y = _dot(x, w.T) if x.ndim == 2 else B.matmul(x, w.T)  # (np.dot: less dispatch than @ in 2-D)
+        if b is not None:
+            y += b
+        return y
+
+    def backward(self, g):
+        x, w = self.saved
+        n = self.next
+        if g.__class__ is _ndarray and g.ndim == 2 and x.ndim == 2:
+            # first-order training with a (batch, features) input: three BLAS calls, no dispatch
+            return (_dot(g, w) if n[0] is not None else None,
+                    _dot(g.T, x) if n[1] is not None else None,
+                    _dot(_ones(g.shape[0], g.dtype), g) if n[2] is not None else None)
+        gx = D.matmul(g, w) if n[0] is not None else None
+        gw = gb = None
+        if n[1] is not None or n[2] is not None:
+            o = g.shape[-1]
+            g2 = D.reshape(g, (-1, o)) if g.ndim != 2 else g
+            if n[1] is not None:
+                x2 = D.reshape(x, (-1, x.shape[-1])) if x.ndim != 2 else x
+                gw = D.matmul(D.mT(g2), x2)
+            if n[2] is not None:
+                gb = D.sum(g2, 0)
+        return gx, gw, gb
+
+
+def _dtype_mismatch(x, w):
+    raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got {n(x.dtype)} and {n(w.dtype)} "
+                       f"(linear: input dtype {x.dtype}, weight dtype {w.dtype}); convert the input with "
+                       f".to({w.dtype}) or the layer with .to({x.dtype})")
+
+
+def linear_shape_error(s, ws, what="linear"):
+    """PyTorch's message for an input of shape ``s`` that a weight of shape ``ws`` cannot multiply,
+    followed by the shapes in varlens' words."""
+    s, ws = tuple(s), tuple(ws)
+    if not s:
+        raise RuntimeError(f"both arguments to linear need to be at least 1D, but they are 0D and {len(ws)}D "
+                           f"({what}: expected an input of shape (*, {ws[-1]}), got a 0-d tensor)")
+    rows = 1
+    for d in s[:-1]:
+        rows *= d
+    mat2 = f"{ws[1]}x{ws[0]}" if len(ws) == 2 else "x".join(map(str, ws))
+    raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{s[-1]} and {mat2}) ({what}: expected "
+                       f"input of shape (*, {ws[-1]}) for a weight of shape {ws} (out_features, in_features), "
+                       f"got input of shape {s})")
+
+
+def linear(x, weight, bias=None):
+    if weight.ndim != 2 and weight.ndim != 1:
+        raise RuntimeError(f"linear: weight must be 2-D (out_features, in_features), got shape "
+                           f"{tuple(weight.shape)}")
+    if not hasattr(x, "_data"):
+        raise TypeError(f"linear(): argument 'input' (position 1) must be Tensor, not {type(x).__name__}")
+    win = weight.shape[-1]
+    if x.ndim == 0 or x.shape[-1] != win:
+        linear_shape_error(x.shape, weight.shape)
+    if weight.ndim == 1:
+        out = matmul(x, weight)
+        return out + bias if bias is not None else out
+    return Linear.apply(x, weight, bias)
+
+

@@ -1,0 +1,303 @@
+"""varlens.ops.nn.loss."""
+from __future__ import annotations
+from varlens.core import array as B
+from varlens.core import primitives as D
+from varlens.core.function import Function
+from varlens.ops.kernels import rows as _KR
+from varlens.ops.nn.linear import _add_reduce
+from varlens.ops.nn.norm import _from_rows
+from varlens.ops.nn.linear import _max_reduce
+from varlens.ops.nn.linear import _ndarray
+from varlens.ops.reduce import sum as _reduce_sum
+from varlens.ops.nn.norm import _to_rows
+from varlens.ops.reduce import log_softmax
+from varlens.ops.shape import movedim
+from varlens.ops.shape import reshape
+from varlens.ops.activation import softplus
+from varlens.core.array import xp
+from varlens.ops.pointwise import torch_dtype_name, torch_dtype_name as n
+
+
+class CrossEntropy(Function):
+    """Softmax cross-entropy on logits, fused (seed 001 §3.1, seed 003 Example 1.6.6).
+
+    Each row's loss is -sum_c q_c log softmax(z)_c for a target distribution q
+    (one-hot of the class index, label-smoothed, class-weighted, or given
+    probabilities).  Since log softmax(z)_c = z_c - logsumexp(z), the gradient
+    with respect to the logits is (sum_c q_c) softmax(z) - q, which is the
+    notes' p - y when q is a distribution (its entries sum to 1).  With respect
+    to probability targets it is -(1 - smoothing) w_c log softmax(z)_c.
+    The reduction is folded in: 'mean' divides by the number of rows (the
+    summed class weights of the targets for class indices, as PyTorch).
+    """
+
+    differentiable_backward = False
+
+    def forward(self, z, target, weight=None, ignore_index=-100, label_smoothing=0.0,
+                reduction="mean", probs=False, all_real=None):
+        if z.dtype.kind in "biu":
+            raise NotImplementedError(
+                f'"log_softmax_lastdim_kernel_impl" not implemented for \'{torch_dtype_name(z.dtype)}\': '
+                f"cross_entropy needs floating-point logits (input), got dtype {z.dtype}; "
+                "convert them with .float()")
+        z2 = _to_rows(z)
+        if not z2.flags.c_contiguous:
+            # (transposed logits, CLIP-style): NumPy would keep their column-major layout in the
+            # softmax below, and the fast path's flat indices assume rows are contiguous
+            z2 = xp.ascontiguousarray(z2)
+        M, C = z2.shape
+        if not probs and weight is None and not label_smoothing and reduction != "none" and M \
+                and target.dtype == xp.int64 and target.size == M and target.flags.c_contiguous and _KR.kernel_ok(z2) and (
+                all_real if all_real is not None else _all_real(target, C, ignore_index)):
+            # float32 fast path compiled: softmax rows and the loss sum in one pass (ops/kernels/rows.py)
+            t = target.reshape(-1)
+            e, tot = _KR.cross_entropy(z2, t, use_kernel=True)
+            self.p, self.flat, self.fast, self.zshape, self.reduction = e, t + _row_offsets(M, C), True, z.shape, reduction
+            return xp.asarray(tot / M if reduction == "mean" else tot, dtype=z.dtype)
+        m = _max_reduce(z2, axis=1, keepdims=True)  # (the ufunc reductions skip ndarray.max's Python frame)
+        e = z2 - m
+        xp.exp(e, out=e)
+        s = _add_reduce(e, axis=1, keepdims=True)
+        e /= s
+        if not probs and weight is None and not label_smoothing and reduction != "none" and (
+                all_real if all_real is not None else _all_real(target, C, ignore_index)):
+            # fast path (the training-loop case): every index is a real class, no weights, no
+            # smoothing.  The loss is sum_i (log s_i + m_i - z[i, t_i]); the picked logits come
+            # from one flat take, and the three sums are added as Python floats.
+            flat = target.reshape(-1) + _row_offsets(M, C)
+            self.p, self.flat, self.fast, self.zshape, self.reduction = e, flat, True, z.shape, reduction
+            tot = (float(_add_reduce(xp.log(s, out=s), axis=None)) + float(_add_reduce(m, axis=None))
+                   - float(_add_reduce(z2.take(flat), axis=None)))
+            return xp.asarray(tot / M if reduction == "mean" else tot, dtype=z.dtype)
+        lse = xp.log(s) + m
+        self.p, self.lse, self.zshape, self.reduction = e, lse, z.shape, reduction
+        self.weight, self.eps, self.probs = weight, label_smoothing, probs
+        eps = label_smoothing
+        if probs:
+            y2 = _to_rows(target)
+            q = y2 * (1 - eps) + eps / C if eps else y2
+            if weight is not None:
+                q = q * weight
+            loss = -((z2 - lse) * q).sum(axis=1)
+            self.q, self.tshape = q, target.shape
+            self.denom = M
+            self.save_for_backward(z)
+        else:
+            t = target.reshape(-1)
+            valid = t != ignore_index
+            tt = xp.where(valid, t, 0)
+            ar = xp.arange(M)
+            wy = weight[tt] * valid if weight is not None else valid.astype(z.dtype)
+            nll = lse[:, 0] - z2[ar, tt]
+            loss = nll * wy if eps == 0 else nll * (wy * (1 - eps))
+            if eps:
+                if weight is None:
+                    smooth = C * lse[:, 0] - z2.sum(axis=1)
+                else:
+                    smooth = lse[:, 0] * weight.sum() - z2 @ weight
+                loss += (eps / C) * smooth * valid
+            self.tt, self.wy, self.valid, self.tshape = tt, wy, valid, target.shape
+            self.denom = wy.sum()
+        loss = loss.astype(z.dtype, copy=False)
+        if reduction == "mean":
+            if not self.denom:  # every target ignored (or zero weights): NaN, as PyTorch, quietly
+                return xp.asarray(loss.sum() * xp.nan, dtype=z.dtype)
+            return xp.asarray(loss.sum() / self.denom, dtype=z.dtype)
+        if reduction == "sum":
+            return xp.asarray(loss.sum(), dtype=z.dtype)
+        return loss.reshape(self.tshape if not probs else _row_shape(z.shape))
+
+    fast = False
+
+    def backward(self, g):
+        p, C = self.p, self.p.shape[1]
+        M = p.shape[0]
+        red = self.reduction
+        if self.fast:  # d/dz of mean/sum of (logsumexp(z) - z_t) is (softmax(z) - onehot(t)) * g / M
+            if g.__class__ is _ndarray and g.ndim == 0:
+                g = float(g)  # a Python float keeps p's dtype and skips 0-d array arithmetic
+            gi = g / M if red == "mean" else g
+            gz = p * gi
+            gz.reshape(-1)[self.flat] -= gi  # gz is fresh and contiguous: reshape is a view
+            return (gz if len(self.zshape) == 2 else _from_rows(gz, self.zshape)), None
+        if red == "mean" and not self.denom:
+            # every target ignored: the loss is a constant NaN and PyTorch's gradient is 0
+            gt = xp.zeros(self.tshape, p.dtype) if self.probs and self.next[1] is not None else None
+            return xp.zeros(self.zshape, p.dtype), gt
+        gi = (g / self.denom if red == "mean" else g).astype(p.dtype)
+        gi = xp.broadcast_to(gi.reshape(-1), (M,)) if red != "none" else gi.reshape(M)
+        eps = self.eps
+        gt = None
+        if self.probs:
+            q = self.q
+            gz = (q.sum(axis=1) * gi)[:, None] * p - gi[:, None] * q
+            if self.next[1] is not None:
+                z2 = _to_rows(self.saved[0])
+                coef = -(1 - eps) * gi[:, None]
+                gt = coef * (z2 - self.lse)
+                if self.weight is not None:
+                    gt = gt * self.weight
+                gt = _from_rows(gt, self.tshape)
+        else:
+            w = self.weight
+            wy = self.wy
+            a = gi * wy * (1 - eps)
+            if eps:
+                wsum = w.sum() if w is not None else C
+                gz = (a + gi * self.valid * (eps / C) * wsum)[:, None] * p
+                gz -= (gi * self.valid * (eps / C))[:, None] * (w if w is not None else 1.0)
+            else:
+                gz = a[:, None] * p
+            gz[xp.arange(M), self.tt] -= a
+        return _from_rows(gz, self.zshape), gt
+
+    @staticmethod
+    def composite(z, target, weight=None, ignore_index=-100, label_smoothing=0.0,
+                  reduction="mean", probs=False, all_real=None):
+        zr = z
+        if z.ndim == 1:
+            zr = reshape(z, (1, -1))
+        elif z.ndim > 2:
+            zr = reshape(movedim(z, 1, -1), (-1, z.shape[1]))
+        C = zr.shape[1]
+        logp = log_softmax(zr, 1)
+        eps = label_smoothing
+        if probs:
+            tr = target
+            if target.ndim == 1:
+                tr = reshape(target, (1, -1))
+            elif target.ndim > 2:
+                tr = reshape(movedim(target, 1, -1), (-1, C))
+            q = tr * (1 - eps) + eps / C if eps else tr
+            if weight is not None:
+                q = q * weight
+            loss = -_reduce_sum(logp * q, 1)
+            denom = zr.shape[0]
+        else:
+            t = target._data.reshape(-1) if hasattr(target, "_data") else target.reshape(-1)
+            valid = t != ignore_index
+            tt = xp.where(valid, t, 0)
+            wv = weight if weight is not None else xp.ones(C, dtype=zr.dtype)
+            q = xp.zeros(zr.shape, dtype=zr.dtype)
+            q[xp.arange(len(t)), tt] = (1 - eps) * wv[tt]
+            q += (eps / C) * wv
+            q *= valid[:, None]
+            loss = -_reduce_sum(logp * q, 1)
+            denom = float((wv[tt] * valid).sum())
+            tshape = tuple(target.shape)
+        if reduction == "mean":
+            return _reduce_sum(loss) / denom
+        if reduction == "sum":
+            return _reduce_sum(loss)
+        return reshape(loss, tshape if not probs else _row_shape(tuple(z.shape)))
+
+
+def _row_offsets(M, C):
+    """i * C for each row i (cached): adds to class indices to give flat positions in (M, C)."""
+    return B.arange_cached(0, M * C, C)
+
+
+_UNSIGNED = {}
+
+
+def _in_range(t, C):
+    """Every entry of the integer array t lies in [0, C): one max over the unsigned view
+    (negative values become huge), instead of a min and a max."""
+    if t.dtype.kind == "i":
+        u = _UNSIGNED.get(t.dtype)
+        if u is None:
+            u = _UNSIGNED[t.dtype] = xp.dtype(t.dtype.str.replace("i", "u"))
+        t = t.view(u)
+    return _max_reduce(t, axis=None) < C
+
+
+def _all_real(t, C, ignore_index):
+    """True when every target is a class in [0, C) and none equals ignore_index."""
+    if t.size == 0 or not _in_range(t, C):
+        return False
+    return not (0 <= ignore_index < C) or not (t == ignore_index).any()
+
+
+def _row_shape(zshape):
+    return () if len(zshape) == 1 else (zshape[0],) + tuple(zshape[2:])
+
+
+# ---------------------------------------------------------------- binary cross-entropy on logits
+def _softplus_neg(x):
+    """log(1 + e^-x) elementwise, without overflow: max(-x, 0) + log1p(e^-|x|).
+    (NumPy's logaddexp(0, -x) computes the same but is several times slower.)"""
+    t = xp.abs(x)
+    xp.negative(t, out=t)
+    xp.exp(t, out=t)
+    xp.log1p(t, out=t)
+    r = xp.negative(x)
+    xp.maximum(r, B.zeros_cached(r.shape, r.dtype), out=r)
+    r += t
+    return r
+
+
+def _bce_dtype(x, y):
+    if x.dtype.kind in "biu":
+        raise NotImplementedError(f'"log_sigmoid_cpu" not implemented for \'{n(x.dtype)}\': '
+                                  f"binary_cross_entropy_with_logits needs floating-point logits (input), "
+                                  f"got dtype {x.dtype}")
+    raise RuntimeError(f"result type {n(x.dtype)} can't be cast to the desired output type {n(y.dtype)}: "
+                       f"binary_cross_entropy_with_logits needs a floating-point target, got dtype "
+                       f"{y.dtype}; convert it with .float()")
+
+
+class BCEWithLogits(Function):
+    """Elementwise -w [pw y log s(x) + (1 - y) log(1 - s(x))], s = sigmoid, computed stably as
+    (1 - y) x + (1 + (pw - 1) y) (log(1 + e^-|x|) + max(-x, 0)).
+
+    d/dx = w [(1 - y + pw y) s(x) - pw y]  (= w (s(x) - y) without pos_weight, the
+    binary case of seed 001 §3.1's p - y);  d/dy = w [log s(-x) - pw log s(x)].
+    """
+
+    def forward(self, x, y, weight=None, pos_weight=None):
+        if y.dtype.kind in "biu" or x.dtype.kind in "biu":
+            _bce_dtype(x, y)
+        self.save_for_backward(x, y, weight, pos_weight)
+        sp = _softplus_neg(x) if x.ndim else xp.logaddexp(0, -x)  # log(1 + e^-x) = -log s(x)
+        if pos_weight is None:
+            out = (1 - y) * x + sp
+        else:
+            out = (1 - y) * x + (1 + (pos_weight - 1) * y) * sp
+        if weight is not None:
+            out = out * weight
+        return out.astype(xp.result_type(x, y), copy=False)
+
+    def backward(self, g):
+        x, y, w, pw = self.saved
+        n = self.next
+        s = D.sigmoid(x)
+        gx = gy = None
+        if n[0] is not None:
+            gx = s - y if pw is None else (1 - y + pw * y) * s - pw * y
+            gx = g * gx if w is None else g * w * gx
+        if n[1] is not None:
+            if isinstance(x, xp.ndarray) and x.ndim:  # log s(x) = -log(1 + e^-x), without overflow
+                ls_pos, ls_neg = -_softplus_neg(x), -_softplus_neg(-x)
+            elif isinstance(x, xp.ndarray):
+                ls_pos, ls_neg = -xp.logaddexp(0, -x), -xp.logaddexp(0, x)
+            else:
+                ls_pos, ls_neg = -softplus(-x), -softplus(x)
+            gy = ls_neg - ls_pos if pw is None else ls_neg - pw * ls_pos
+            gy = g * gy if w is None else g * w * gy
+        return gx, gy, None, None
+
+
+def cross_entropy_check(target, C, ignore_index, what="cross_entropy"):
+    """Refuse class indices outside [0, C) (other than ignore_index), naming the first bad one.
+    Returns True when every target is a real class (none equals ignore_index)."""
+    t = target
+    if t.size == 0:
+        return False
+    if _in_range(t, C):
+        return not (0 <= ignore_index < C) or not (t == ignore_index).any()
+    bad = ((t < 0) | (t >= C)) & (t != ignore_index)
+    if bad.any():
+        v = int(t[bad].reshape(-1)[0])
+        raise IndexError(f"{what}: target class index {v} is out of range for {C} classes "
+                         f"(valid indices are 0..{C - 1}; ignore_index={ignore_index})")
+    return False

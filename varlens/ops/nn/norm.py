@@ -1,0 +1,282 @@
+"""varlens.ops.nn.norm."""
+from __future__ import annotations
+from varlens.core import array as B
+from varlens.core.function import Function
+from varlens.ops.kernels import rows as _KR
+from varlens.ops.reduce import mean as _reduce_mean
+from varlens.ops.shape import reshape
+from varlens.ops.pointwise import sqrt
+from varlens.core.array import xp
+
+
+# ---------------------------------------------------------------- normalisation
+def channel_sum(a):
+    """Per-channel sum of an (N, C, ...) array (over every axis but 1), as a (C,) array.
+    einsum on an (N, C, L) view is several times faster than sum(axis=(0, 2, 3))."""
+    if a.ndim == 2:
+        return _ones(a.shape[0], a.dtype) @ a  # a GEMV: about twice as fast as sum(axis=0)
+    return xp.einsum("ncl->c", a.reshape(a.shape[0], a.shape[1], -1))
+
+
+_ones = B.ones_cached
+
+
+def channel_dot(a, b):
+    """Per-channel sum of a * b for (N, C, ...) arrays, without the temporary product."""
+    if a.ndim == 2:
+        return xp.einsum("nc,nc->c", a, b)
+    n, c = a.shape[0], a.shape[1]
+    return xp.einsum("ncl,ncl->c", a.reshape(n, c, -1), b.reshape(n, c, -1))
+
+
+def batch_stats(x):
+    """Batch mean, centred input and biased variance per channel of (N, C, ...) ``x``;
+    mean and variance in the broadcastable shape (1, C, 1, ...)."""
+    C = x.shape[1]
+    n = x.size // C
+    pshape = (1, C) + (1,) * (x.ndim - 2)
+    mean = (channel_sum(x) / n).astype(x.dtype, copy=False).reshape(pshape)
+    xc = x - mean
+    var = (channel_dot(xc, xc) / n).astype(x.dtype, copy=False).reshape(pshape)
+    return mean, xc, var
+
+
+class BatchNorm(Function):
+    """Batch normalisation over every axis except the channel axis 1 (seed 001 §2, seed 003 §4.3.2).
+
+    Forward: xhat = (x - mu) / sqrt(var + eps) with the biased batch variance
+    (``eps_mode='sqrt'``, PyTorch, seeds 001/003) or (x - mu) / (std + eps)
+    (``eps_mode='std'``, seed 004 Def. 17);  y = gamma * xhat + beta.  The caller
+    computes the batch mean, the centred input and the variance once (``batch_stats``)
+    and passes them in; only mean and rstd = 1/sqrt(var + eps) are kept for backward.
+
+    Backward, per channel with n values: dL/dbeta = sum g and dL/dgamma = sum g * xhat
+    (seed 001 §2.3, seed 004 Key Eq. 22).  Summing seed 001 §2.3's three paths into x
+    (directly, through the variance, through the mean) gives
+        dL/dx = gamma * rstd * (g - dL/dbeta / n - xhat * dL/dgamma / n),
+    so the two parameter gradients are the only reductions needed.  With std + eps
+    (seed 004 Key Eq. 21) the last term is scaled by (std + eps) / std.  With
+    ``batch_stats=False`` (eval mode: running statistics are constants)
+    dL/dx = gamma * rstd * g.
+    """
+
+    differentiable_backward = False
+
+    def forward(self, x, weight, bias, axes, pshape, mean, var, eps, batch_stats=True, eps_mode="sqrt",
+                centered=None):
+        self.axes, self.pshape, self.batch_stats = axes, pshape, batch_stats
+        if eps_mode == "sqrt":
+            rstd = 1.0 / xp.sqrt(var + eps)
+            self.std_factor = None
+        else:
+            std = xp.sqrt(var)
+            rstd = 1.0 / (std + eps)
+            self.std_factor = xp.divide(std + eps, std, out=xp.zeros_like(std), where=std > 0)
+        rstd = rstd.astype(x.dtype, copy=False)
+        mean = mean.astype(x.dtype, copy=False)
+        self.mean, self.rstd = mean, rstd
+        self.save_for_backward(x, weight)
+        scale = rstd if weight is None else weight.reshape(pshape) * rstd
+        if centered is not None:  # a temporary the caller made for the variance: reuse it as output
+            y = centered
+            y *= scale
+            if bias is not None:
+                y += bias.reshape(pshape)
+            return y
+        y = x * scale
+        shift = -mean * scale
+        if bias is not None:
+            shift = shift + bias.reshape(pshape)
+        y += shift
+        return y
+
+    def backward(self, g):
+        x, w = self.saved
+        n = self.next
+        pshape = self.pshape
+        C = x.shape[1]
+        cnt = x.size // C
+        xhat = x - self.mean
+        xhat *= self.rstd
+        need_w = w is not None and n[1] is not None
+        gb = channel_sum(g) if (n[2] is not None or (n[0] is not None and self.batch_stats)) else None
+        gw = channel_dot(g, xhat) if (need_w or (n[0] is not None and self.batch_stats)) else None
+        gx = None
+        if n[0] is not None:
+            k = self.rstd if w is None else w.reshape(pshape) * self.rstd
+            if not self.batch_stats:
+                gx = g * k
+            else:
+                c2 = gw.reshape(pshape) / cnt
+                if self.std_factor is not None:
+                    c2 = c2 * self.std_factor
+                xhat *= c2.astype(x.dtype, copy=False)
+                gx = g - (gb / cnt).astype(x.dtype, copy=False).reshape(pshape)
+                gx -= xhat
+                gx *= k
+        return (gx, gw.reshape(w.shape) if need_w else None,
+                gb.reshape(C) if n[2] is not None else None)
+
+    @staticmethod
+    def composite(x, weight, bias, axes, pshape, mean, var, eps, batch_stats=True, eps_mode="sqrt",
+                  centered=None):
+        if batch_stats:
+            mu = _reduce_mean(x, axes, keepdim=True)
+            xc = x - mu
+            v = _reduce_mean(xc * xc, axes, keepdim=True)
+        else:
+            xc = x - mean
+            v = var
+        if eps_mode == "sqrt":
+            xhat = xc / sqrt(v + eps)
+        else:
+            xhat = xc / (sqrt(v) + eps)
+        if weight is not None:
+            xhat = xhat * reshape(weight, pshape)
+        if bias is not None:
+            xhat = xhat + reshape(bias, pshape)
+        return xhat
+
+
+class LayerNorm(Function):
+    """Layer normalisation over the last ``nd`` axes (seed 003 §4.3.3).
+
+    Forward per example (a row of d values): xhat = (x - mean) * rstd with
+    rstd = 1/sqrt(var + eps) (biased variance), y = gamma * xhat + beta.  Only mean and
+    rstd are kept (as llm.c does); xhat is recomputed in backward.
+    Backward: the batch-norm closed form with the roles of the axes swapped.  With
+    h = gamma * g per row,  dL/dx = rstd * (h - mean(h) - xhat * mean(h * xhat));
+    dL/dgamma = sum over rows of g * xhat, dL/dbeta = sum over rows of g.
+    """
+
+    differentiable_backward = False
+
+    def forward(self, x, weight, bias, nd, eps):
+        d = 1
+        for s in x.shape[x.ndim - nd:]:
+            d *= s
+        x2 = x.reshape(-1, d)
+        self._bshape = bias.shape if bias is not None else None
+        if _KR.kernel_ok(x2, weight, bias):  # float32: one compiled pass per row (ops/kernels/rows.py)
+            y, self.mean, self.rstd = _KR.layer_norm(x2, weight, bias, eps, use_kernel=True)
+            self.d = d
+            self.save_for_backward(x, weight)
+            return y.reshape(x.shape)
+        mean = (x2 @ _ones(d, x.dtype))[:, None] / d  # row means as a GEMV (4x faster than mean(1))
+        xc = x2 - mean
+        var = xp.einsum("ij,ij->i", xc, xc)[:, None] / d
+        rstd = (1.0 / xp.sqrt(var + eps)).astype(x.dtype, copy=False)
+        xc *= rstd
+        self.mean, self.rstd, self.d = mean, rstd, d
+        self._bshape = bias.shape if bias is not None else None
+        self.save_for_backward(x, weight)
+        if weight is not None:
+            xc *= weight.reshape(d)
+        if bias is not None:
+            xc += bias.reshape(d)
+        return xc.reshape(x.shape)
+
+    def backward(self, g):
+        x, w = self.saved
+        n = self.next
+        d = self.d
+        g2 = g.reshape(-1, d)
+        if _KR.kernel_ok(g2, x, w, self.rstd):
+            gx, gw, gb = _KR.layer_norm_grad(g2, x.reshape(-1, d), w, self.mean, self.rstd, use_kernel=True)
+            return (gx.reshape(x.shape) if n[0] is not None else None,
+                    gw.reshape(w.shape) if w is not None and n[1] is not None else None,
+                    gb.reshape(self._bshape) if n[2] is not None else None)
+        xhat = x.reshape(-1, d) - self.mean
+        xhat *= self.rstd
+        gw = xp.einsum("ij,ij->j", g2, xhat).reshape(w.shape) if w is not None and n[1] is not None else None
+        gb = (_ones(g2.shape[0], g2.dtype) @ g2).reshape(self._bshape) if n[2] is not None else None
+        gx = None
+        if n[0] is not None:
+            h = g2 * w.reshape(d) if w is not None else g2.copy()
+            m1 = ((h @ _ones(d, h.dtype)) / d).astype(h.dtype, copy=False)[:, None]
+            m2 = (xp.einsum("ij,ij->i", h, xhat) / d).astype(x.dtype, copy=False)[:, None]
+            xhat *= m2
+            h -= m1
+            h -= xhat
+            h *= self.rstd
+            gx = h.reshape(x.shape)
+        return gx, gw, gb
+
+    @staticmethod
+    def composite(x, weight, bias, nd, eps):
+        axes = tuple(range(x.ndim - nd, x.ndim))
+        mu = _reduce_mean(x, axes, keepdim=True)
+        xc = x - mu
+        v = _reduce_mean(xc * xc, axes, keepdim=True)
+        y = xc / sqrt(v + eps)
+        if weight is not None:
+            y = y * weight
+        if bias is not None:
+            y = y + bias
+        return y
+
+
+class RMSNorm(Function):
+    """RMS normalisation over the last ``nd`` axes: y = gamma * x / sqrt(mean(x^2) + eps).
+
+    Backward: with xhat = x * r, r = 1/rms and h = gamma * g,
+    dL/dx = r * (h - xhat * mean(h * xhat)); dL/dgamma = sum of g * xhat.
+    (The layer-norm closed form of seed 003 §4.3.3 without the mean-subtraction path; RMSNorm
+    itself is not in the notes.)
+    """
+
+    differentiable_backward = False
+
+    def forward(self, x, weight, nd, eps):
+        d = 1
+        for s in x.shape[x.ndim - nd:]:
+            d *= s
+        x2 = x.reshape(-1, d)
+        ms = xp.einsum("ij,ij->i", x2, x2)[:, None] / d
+        r = (1.0 / xp.sqrt(ms + eps)).astype(x.dtype, copy=False)
+        self.r, self.d = r, d
+        self.save_for_backward(x, weight)
+        y = x2 * r
+        if weight is not None:
+            y *= weight.reshape(d)
+        return y.reshape(x.shape)
+
+    def backward(self, g):
+        x, w = self.saved
+        n = self.next
+        d = self.d
+        g2 = g.reshape(-1, d)
+        xhat = x.reshape(-1, d) * self.r
+        gw = xp.einsum("ij,ij->j", g2, xhat).reshape(w.shape) if w is not None and n[1] is not None else None
+        gx = None
+        if n[0] is not None:
+            h = g2 * w.reshape(d) if w is not None else g2.copy()
+            m2 = (xp.einsum("ij,ij->i", h, xhat) / d).astype(x.dtype, copy=False)[:, None]
+            xhat *= m2
+            h -= xhat
+            h *= self.r
+            gx = h.reshape(x.shape)
+        return gx, gw
+
+    @staticmethod
+    def composite(x, weight, nd, eps):
+        axes = tuple(range(x.ndim - nd, x.ndim))
+        y = x / sqrt(_reduce_mean(x * x, axes, keepdim=True) + eps)
+        return y * weight if weight is not None else y
+
+
+# ---------------------------------------------------------------- cross-entropy
+def _to_rows(z):
+    """(N, C, d1, ...) -> (N*d1*..., C) with the class axis last; (N, C) and (C,) pass through."""
+    if z.ndim == 1:
+        return z.reshape(1, -1)
+    if z.ndim == 2:
+        return z
+    return xp.moveaxis(z, 1, -1).reshape(-1, z.shape[1])
+
+
+def _from_rows(g2, shape):
+    if len(shape) <= 2:
+        return g2.reshape(shape)
+    moved = (shape[0],) + tuple(shape[2:]) + (shape[1],)
+    return xp.moveaxis(g2.reshape(moved), -1, 1)

@@ -1,0 +1,175 @@
+"""varlens.ops.special."""
+from __future__ import annotations
+from varlens.core import primitives as D
+from varlens.core.function import Function
+from varlens.ops._args import _T
+from varlens.ops._args import _float
+from varlens.ops.pointwise import log
+import math
+from varlens.ops.pointwise import where
+from varlens.core.array import xp
+from varlens.core.tensor import Tensor
+from varlens.core import grad_mode as _gm
+from varlens.ops._args import _tensor
+from varlens.ops.pointwise import _fl, _promote
+
+
+class Erfinv(Function):
+    """y = erfinv(x): dy/dx = sqrt(pi)/2 exp(y^2) (the inverse of erf's derivative)."""
+
+    def forward(self, x):
+        from scipy.special import erfinv
+        y = erfinv(x).astype(x.dtype, copy=False)
+        self.save_for_backward(y)
+        return y
+
+    def backward(self, g):
+        (y,) = self.saved
+        return g * (0.5 * math.sqrt(math.pi)) * D.exp(y * y)
+
+
+class _ScipyUnary(Function):
+    """y = scipy.special.<fn>(x) in x's dtype; ``grad(g, x, y)`` gives the gradient (each op's
+    derivative is written in its table row).  Second derivatives are not implemented (the
+    backward calls SciPy on arrays)."""
+
+    differentiable_backward = False
+    fn = ""
+
+    def forward(self, x):
+        import scipy.special as S
+        y = getattr(S, self.fn)(x).astype(x.dtype, copy=False)
+        self.save_for_backward(x, y)
+        return y
+
+    def backward(self, g):
+        x, y = self.saved
+        return self.grad(g, x, y)
+
+
+def _sp(name):
+    import scipy.special as S
+    return getattr(S, name)
+
+
+def _scipy_unary(name, fn, grad, doc):
+    """A Function class named ``name``: forward by scipy.special.<fn>, backward ``grad(g, x, y)``."""
+    return type(name, (_ScipyUnary,), {"fn": fn, "grad": staticmethod(grad), "__doc__": doc})
+
+
+Lgamma = _scipy_unary("Lgamma", "gammaln", lambda g, x, y: g * _sp("digamma")(x).astype(x.dtype, copy=False),
+                      "d lgamma(x)/dx = digamma(x).  Second derivatives are not implemented.")
+
+
+Digamma = _scipy_unary("Digamma", "digamma",
+                       lambda g, x, y: g * _sp("polygamma")(1, x).astype(x.dtype, copy=False),
+                       "d digamma(x)/dx = polygamma(1, x).  Second derivatives are not implemented.")
+
+
+def erfinv(x):
+    return Erfinv.apply(_float(x))
+
+
+def lgamma(x):
+    return Lgamma.apply(_float(x))
+
+
+def digamma(x):
+    return Digamma.apply(_float(x))
+
+
+def xlogy(input, other):
+    """x log y, defined as 0 where x == 0 (also when y == 0).  As PyTorch, d/dx = log y also
+    where x == 0 (for finite y > 0), so it is x * log(y) with y replaced by 1 only where x == 0
+    and log y is not finite."""
+    x, y = _promote(_T(input), _T(other, input))
+    x, y = _fl(x), _fl(y)  # promoted as PyTorch (float16 with bool is float16), then made float
+    yd = y._data
+    bad = (x == 0)._data & ~((yd > 0) & xp.isfinite(yd))
+    safe_y = where(bad, y * 0 + 1, y) if bad.any() else y  # no -inf * 0 in the value or gradient
+    return x * log(safe_y)
+
+
+class Polygamma(Function):
+    """psi^(n)(x), the n-th derivative of digamma; d/dx = psi^(n+1)(x).  Under create_graph the
+    backward calls polygamma itself, so every order is differentiable."""
+
+    def forward(self, x, n):
+        from scipy.special import polygamma as _pg
+        self.n = n
+        self.save_for_backward(x)
+        return _pg(n, x).astype(x.dtype, copy=False)
+
+    def backward(self, g):
+        (x,) = self.saved
+        if isinstance(x, Tensor):
+            return g * polygamma(self.n + 1, x), None
+        from scipy.special import polygamma as _pg
+        return g * _pg(self.n + 1, x).astype(x.dtype, copy=False), None
+
+
+I0 = _scipy_unary("I0", "i0", lambda g, x, y: g * _sp("i1")(x).astype(x.dtype, copy=False),
+                  "Modified Bessel function I0; d/dx = I1(x).  Second derivatives are not implemented.")
+
+
+class IGamma(Function):
+    """Regularised lower (upper=False) or upper incomplete gamma P(a, x) / Q(a, x).  Only the
+    gradient in x exists (as PyTorch): dP/dx = x^(a-1) e^(-x) / Gamma(a), and dQ/dx = -dP/dx.
+    Second derivatives are not implemented."""
+
+    differentiable_backward = False
+
+    def forward(self, a, x, upper):
+        from scipy.special import gammainc, gammaincc
+        self.upper = upper
+        self.save_for_backward(a, x)
+        dt = xp.result_type(a, x)
+        return (gammaincc if upper else gammainc)(a, x).astype(dt, copy=False)
+
+    def backward(self, g):
+        from scipy.special import gammaln
+        a, x = self.saved
+        with xp.errstate(divide="ignore", invalid="ignore"):
+            d = xp.exp((a - 1) * xp.log(x) - x - gammaln(a))
+        return None, g * (-d if self.upper else d)
+
+
+def polygamma(n, input):  # noqa: A002
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise RuntimeError(f"polygamma: n must be a non-negative int, got {n!r}")
+    return Polygamma.apply(_float(_tensor(input, "polygamma: input")), n)
+
+
+def i0(input):  # noqa: A002
+    return I0.apply(_float(_tensor(input, "i0: input")))
+
+
+def _igamma(input, other, upper):  # noqa: A002
+    what = "igammac" if upper else "igamma"
+    a, x = _tensor(input, f"{what}: input"), _tensor(other, f"{what}: other")
+    if a.requires_grad and _gm.is_grad_enabled():
+        raise NotImplementedError(f"{what}: the derivative with respect to input (the shape a) is not "
+                                  "implemented (as in PyTorch); detach it")
+    a, x = _float(a), _float(x)
+    return IGamma.apply(a, x, upper)
+
+
+def igamma(input, other):  # noqa: A002
+    return _igamma(input, other, False)
+
+
+def igammac(input, other):  # noqa: A002
+    return _igamma(input, other, True)
+
+
+def mvlgamma(input, p):  # noqa: A002
+    """log of the multivariate gamma: sum_{i<p} lgamma(x - i/2) + p(p-1)/4 log(pi)."""
+    x = _float(_tensor(input, "mvlgamma: input"))
+    if not isinstance(p, int) or p < 1:
+        raise ValueError(f"mvlgamma: p must be a positive int, got {p!r}")
+    if bool((x._data <= (p - 1) / 2).any()):
+        raise RuntimeError(f"mvlgamma: all elements must be greater than (p-1)/2 = {(p - 1) / 2}")
+    out = lgamma(x)
+    for i in range(1, p):
+        out = out + lgamma(x - i / 2)
+    return out + p * (p - 1) / 4 * math.log(math.pi)

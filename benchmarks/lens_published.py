@@ -46,7 +46,8 @@ def main(argv=None):
     tr = [E.he_2015_training(depth=30, width=64, batch=64, steps=60, lr=0.01, seed=s) for s in seeds]
     rows.append(("He et al. 2015: that net trained 60 SGD+momentum steps, final/initial loss",
                  f"Xavier {ms([c['xavier'][-1] / c['xavier'][0] for c in tr])} (stalls), "
-                 f"He {ms([c['he'][-1] / c['he'][0] for c in tr])} (per seed: ' + ', '.join(f'{c['he'][-1] / c['he'][0]:.2f}' for c in tr) + ')"))
+                 f"He {ms([c['he'][-1] / c['he'][0] for c in tr])} (per seed: "
+                 + ", ".join(f"{c['he'][-1] / c['he'][0]:.2f}" for c in tr) + ")"))
     gb = [E.glorot_bengio_2010(depth=5, width=256, batch=256, seed=s) for s in seeds]
     rows.append(("Glorot & Bengio 2010: tanh, U[−1/√n, 1/√n], 5 layers of 256",
                  f"back-propagated gradient factor per layer {ms([r['grad_factor'] for r in gb])}, "

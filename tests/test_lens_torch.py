@@ -154,6 +154,11 @@ def _assert_same_stats(sa, sb, what):
     for k in da:
         if k == "headroom":
             continue
+        if k == "frac_zero" and da[k] is not None and db[k] is not None:
+            # exact zeros can be a rounding matter: torch's fused attention backward leaves ~1e-9
+            # where the varlens formula cancels to 0 exactly (a query that sees one key)
+            assert abs(da[k] - db[k]) <= 0.05, (what, k, da[k], db[k])
+            continue
         # second_moment_se is the spread of per-row second moments: for normalised outputs the
         # rows are equal to rounding, so it is compared on the scale of the moment itself
         assert _close(da[k], db[k], scale=math.sqrt(q) if k == "mean" else q), (what, k, da[k], db[k])

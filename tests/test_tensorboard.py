@@ -123,3 +123,23 @@ def test_tensorboard_server_serves_the_scalar_series(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_train_command_writes_tensorboard_and_the_lens_history(tmp_path):
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "varlens", "train", "digits-mlp", "--out", str(out), "--epochs", "1",
+                        "--tensorboard", "--lens", "5", "--quiet", "--no-progress"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    acc = _load(out / "tensorboard")
+    tags = acc.Tags()["scalars"]
+    assert "epoch/train_loss" in tags
+    lens_tags = [t for t in tags if t.startswith("lens/forward/") and t.endswith("/measured")]
+    assert lens_tags and any(t.startswith("lens/update_ratio_log10/") for t in tags)
+    steps = [e.step for e in acc.Scalars(lens_tags[0])]
+    assert steps == sorted(steps) and len(steps) >= 3 and steps[1] - steps[0] == 5
+    assert acc.Histograms(next(t for t in acc.Tags()["histograms"] if t.startswith("weights/")))
+    doc = json.loads((out / "lens_history.json").read_text())
+    assert doc["schema"] == "varlens.lens.history/1" and len(doc["points"]) == len(steps)
+    for f in ("lens_moments_forward.png", "lens_histograms.png"):
+        assert (out / f).stat().st_size > 1000

@@ -96,6 +96,11 @@ def add_arguments(parser):
                         help="BLAS threads for NumPy's matrix products (default 1: small models run "
                              "fastest single-threaded, and busy-waiting threads slow a shared machine)")
     parser.add_argument("--quiet", action="store_true", help="print only the final result")
+    parser.add_argument("--tensorboard", nargs="?", const="", default=None, metavar="DIR",
+                        help="write TensorBoard event files (default DIR: RUN_FOLDER/tensorboard)")
+    parser.add_argument("--lens", nargs="?", type=int, const=10, default=None, metavar="N",
+                        help="variance lens over training: one point every N steps (default 10), written to "
+                             "the run folder (lens_history.json and PNGs) and to TensorBoard when on")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     _suggest_unknown_options(parser)
 
@@ -118,7 +123,8 @@ def config_from_args(args):
     return cfg
 
 
-def train(cfg, out, resume=None, checkpoint_every=None, quiet=False, progress=None, overwrite=False):
+def train(cfg, out, resume=None, checkpoint_every=None, quiet=False, progress=None, overwrite=False,
+          tensorboard=None, lens_every=None):
     """Build and fit the run described by ``cfg``; returns (trainer, test metrics).
 
     ``out`` must be empty or absent unless ``resume`` or ``overwrite`` (see run_folder.prepare);
@@ -137,7 +143,8 @@ def train(cfg, out, resume=None, checkpoint_every=None, quiet=False, progress=No
                       accumulate=int(cfg.get("accumulate") or 1), early_stopping=cfg.get("early_stopping"),
                       restore_best=val_dl is not None, out_dir=out, checkpoint_every=checkpoint_every,
                       progress=progress, quiet=quiet, config=cfg,
-                      extra_state={"standardizer": st.state_dict()})
+                      extra_state={"standardizer": st.state_dict()},
+                      callbacks=_observers(out, tensorboard, lens_every))
     if tdist.is_main():
         with run_folder.writes_checked(out, cfg):
             os.makedirs(out, exist_ok=True)
@@ -159,6 +166,23 @@ def train(cfg, out, resume=None, checkpoint_every=None, quiet=False, progress=No
             with open(os.path.join(out, "summary.json"), "w") as f:
                 json.dump(summary, f, indent=1)
     return trainer, summary
+
+
+def _observers(out, tensorboard, lens_every):
+    """Trainer callbacks for --tensorboard [DIR] and --lens [N] (on rank 0 only under mpiexec)."""
+    from varlens.train import distributed as tdist
+    cbs = []
+    if not tdist.is_main():
+        return cbs
+    if tensorboard is not None:
+        from varlens.train.tensorboard import TensorBoardLogger
+        cbs.append(TensorBoardLogger(tensorboard or os.path.join(out, "tensorboard")))
+    if lens_every is not None:
+        if lens_every < 1:
+            raise ValueError(f"--lens must be a positive number of steps, got {lens_every}")
+        from varlens.lens.history import LensCallback
+        cbs.append(LensCallback(every=lens_every, out_dir=out))
+    return cbs
 
 
 def blas_threads(n):
@@ -193,7 +217,8 @@ def run(args):
         with blas_threads(args.threads):
             trainer, s = train(cfg, out, resume=args.resume, checkpoint_every=args.checkpoint_every,
                                quiet=args.quiet, progress=False if args.no_progress else None,
-                               overwrite=getattr(args, "overwrite", False))
+                               overwrite=getattr(args, "overwrite", False),
+                               tensorboard=getattr(args, "tensorboard", None), lens_every=getattr(args, "lens", None))
     except (ValueError, FileNotFoundError, CheckpointError) as e:
         print(f"varlens train: error: {e}", file=sys.stderr)
         return 2

@@ -361,17 +361,18 @@ def latent_diffusion_fashion(vae_dir="runs/generative/vae-fashion-z20", steps=40
     opt = vl.optim.Adam(den.parameters(), lr=lr)
     sched = vl.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
     t0 = time.time()
-    with threadpool_limits(1):
-        for it in range(steps):
+    def labelled_latents():
+        for _ in range(steps):
             idx = rng.integers(0, len(Z), batch_size)
-            y = drop_labels(Tensor._make(ytr[idx]), p_uncond, 10)
-            loss = diff.training_losses(den, Tensor._make(Z[idx]), model_kwargs=dict(y=y))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-            if (it + 1) % 1000 == 0:
-                print(f"step {it + 1}: loss {float(loss):.4f}", flush=True)
+            yield Tensor._make(Z[idx]), drop_labels(Tensor._make(ytr[idx]), p_uncond, 10)
+
+    def logged(step, loss):
+        if step % 1000 == 0:
+            print(f"step {step}: loss {loss:.4f}", flush=True)
+
+    with threadpool_limits(1):
+        train_loop(den, lambda b: diff.training_losses(den, b[0], model_kwargs=dict(y=b[1])), labelled_latents(), opt,
+                   scheduler=sched, on_step=logged)
         res["train_seconds"] = time.time() - t0
         ref_feat, _ = classifier_features(clf, xte[:2000])
         fd = lambda imgs: feature_frechet_distance(classifier_features(clf, imgs)[0], ref_feat)  # noqa: E731

@@ -696,8 +696,16 @@ class TorchLens(Lens):
             src = args[0] if args and isinstance(args[0], T) else None
             pieces = [o for o in out if isinstance(o, T)] if isinstance(out, (tuple, list)) else [out]
             for piece in pieces:
-                if src is None or piece is src or not isinstance(piece, T) or not piece.is_floating_point():
+                if src is None or not isinstance(piece, T) or not piece.is_floating_point():
                     continue
+                if piece is src:
+                    # contiguous() of a transposed tensor that torch happens to hold in row-major order
+                    # (scaled_dot_product_attention's output is one): varlens's array is strided
+                    # there and copies, so the row is kept
+                    hit = self._produced.get(id(src))
+                    if not (op == "clone" and hit is not None and hit[0] is src and
+                            self.records[hit[2]].kind == "permute"):
+                        continue
                 if op == "alias" or (op == "reshape" and piece.shape == src.shape) or (
                         op == "cast" and piece.dtype == src.dtype):
                     self._alias[id(piece)] = (piece, src)

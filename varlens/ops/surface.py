@@ -290,7 +290,11 @@ def install():
     props = {"H": _H,
              "mH": lambda s: transpose(s, -2, -1), "itemsize": lambda s: s._data.itemsize,
              "is_sparse": lambda s: False, "is_quantized": lambda s: False, "is_meta": lambda s: False,
-             "is_mkldnn": lambda s: False}
+             "is_mkldnn": lambda s: False, "is_cpu": lambda s: True,
+             # device/layout predicates PyTorch code reads on any tensor: a varlens tensor is a dense
+             # CPU array, so every other device and layout answers False
+             **{k: (lambda s: False) for k in ("is_xpu", "is_mps", "is_xla", "is_ipu", "is_hpu", "is_maia",
+                                                "is_mtia", "is_vulkan", "is_nested", "is_sparse_csr")}}
     for name, fn in props.items():
         if not hasattr(Tensor, name):
             setattr(Tensor, name, property(fn))

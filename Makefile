@@ -58,10 +58,10 @@ $(SYSDEPS): | $(BIN)/python
 test: $(TEST_STAMP) $(SYSDEPS)
 	$(BIN)/python -m pytest
 
-# every benchmark against PyTorch in the same run.  bench_autograd, bench_fused, bench_train
-# and bench_rnn refresh their section of benchmarks/RESULTS.md unless given --no-write; the
-# others print, and refresh it with --write.
-BENCHES := gemm autograd mlp fused train lens conv rnn gpt generative linalg
+# every benchmark against PyTorch in the same run.  bench_autograd, bench_fused, bench_train,
+# bench_rnn and bench_user_programs refresh their section of benchmarks/RESULTS.md unless given
+# --no-write; the others print, and refresh it with --write.
+BENCHES := gemm autograd mlp fused train lens conv rnn gpt generative linalg user_programs
 bench: $(TEST_STAMP)
 	for b in $(BENCHES); do $(BIN)/python benchmarks/bench_$$b.py || exit 1; done
 

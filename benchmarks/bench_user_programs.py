@@ -10,10 +10,11 @@ Timing: one row at a time, alternating blocks of steps between the two libraries
 flips every round), process CPU time per block, median over rounds; the ratio is
 ``torch time / varlens time`` (> 1: varlens faster).  Both run single-threaded.
 
-    python benchmarks/bench_user_programs.py                 # print the table
-    python benchmarks/bench_user_programs.py --write         # also refresh its RESULTS.md section
-    python benchmarks/bench_user_programs.py --only x3,gelu  # some rows (names: see ROWS)
+    python benchmarks/bench_user_programs.py                 # all rows; refreshes its RESULTS.md section
+    python benchmarks/bench_user_programs.py --no-write      # print only
+    python benchmarks/bench_user_programs.py --only x3,gelu  # some rows, printed (names: see ROWS)
     python benchmarks/bench_user_programs.py --profile nanogpt  # cProfile of varlens's step
+    python benchmarks/bench_user_programs.py --gemms nanogpt    # that step's GEMMs alone, both libraries
 """
 from __future__ import annotations
 
@@ -558,22 +559,82 @@ def profile_row(name, n=20, sort="tottime", lines=30):
     pstats.Stats(pr).sort_stats(sort).print_stats(lines)
 
 
+def gemm_breakdown(which, rounds=3):
+    """The GEMMs of a training step timed alone (NumPy as varlens calls it, PyTorch as it calls
+    them), in ms per step: how much of a row's gap is BLAS and not the framework."""
+    import torch
+    rng = np.random.default_rng(0)
+
+    def t(f, n=10):
+        f()
+        t0 = time.process_time()
+        for _ in range(n):
+            f()
+        return (time.process_time() - t0) / n * 1e3
+    cases = []
+    if which == "nanogpt":  # 2 blocks of (c_attn, c_proj, c_fc, mlp c_proj) + lm_head, on 2048 rows
+        for i, o, per_step in ((128, 384, 2), (128, 128, 2), (128, 512, 2), (512, 128, 2), (128, 65, 1)):
+            x, w, g = (rng.random(s, dtype=np.float32) for s in ((2048, i), (o, i), (2048, o)))
+            tx, tw, tg = map(torch.from_numpy, (x, w, g))
+            cases += [(f"{i}->{o} forward", per_step, lambda x=x, w=w: x @ w.T,
+                       lambda tx=tx, tw=tw: torch.nn.functional.linear(tx, tw)),
+                      (f"{i}->{o} dL/dx", per_step, lambda g=g, w=w: g @ w, lambda tg=tg, tw=tw: tg @ tw),
+                      (f"{i}->{o} dL/dW", per_step, lambda g=g, x=x: g.T @ x, lambda tg=tg, tx=tx: tg.t() @ tx)]
+    elif which == "lstm":  # varlens's fused layer: per step W [x h 1] and W_hh^T dA, then dW and dx
+        H, B, T = 128, 32, 32
+        for i in (64, 128):
+            K = i + H + 1
+            w, xh = rng.random((4 * H, K), dtype=np.float32), rng.random((K, T + 1, B), dtype=np.float32)
+            a = np.empty((4 * H, B), np.float32)
+            whT, dA = rng.random((H, 4 * H), dtype=np.float32), rng.random((4 * H, T, B), dtype=np.float32)
+            hw = np.empty((H, B), np.float32)
+            dA2, xh2 = dA.reshape(4 * H, T * B), xh[:, :T].reshape(K, T * B)
+            wih = rng.random((4 * H, i), dtype=np.float32)
+
+            def fwd(w=w, xh=xh, a=a):
+                for s in range(T):
+                    np.matmul(w, xh[:, s], out=a)
+
+            def bwd(whT=whT, dA=dA, hw=hw):
+                for s in range(T):
+                    np.matmul(whT, dA[:, s], out=hw)
+            cases += [(f"layer in={i}: {T} step GEMMs forward", 1, fwd, None),
+                      (f"layer in={i}: {T} step GEMMs backward", 1, bwd, None),
+                      (f"layer in={i}: dW", 1, lambda dA2=dA2, xh2=xh2: dA2 @ xh2.T, None),
+                      (f"layer in={i}: dx", 1, lambda wih=wih, dA2=dA2: wih.T @ dA2, None)]
+    tot_v = tot_t = 0.0
+    for name, k, fv, ft in cases:
+        v = min(t(fv) for _ in range(rounds)) * k
+        tt = min(t(ft) for _ in range(rounds)) * k if ft is not None else float("nan")
+        tot_v += v
+        tot_t += tt if ft is not None else 0.0
+        print(f"{name:40s} NumPy {v:7.2f} ms/step   PyTorch {tt:7.2f}")
+    print(f"{'total':40s} NumPy {tot_v:7.2f} ms/step   PyTorch {tot_t:7.2f}" if which == "nanogpt"
+          else f"{'total':40s} NumPy {tot_v:7.2f} ms/step")
+
+
 def _load():
     return ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--write", action="store_true", help="refresh this section of RESULTS.md")
+    ap.add_argument("--no-write", action="store_true", help="print only (all rows refresh RESULTS.md)")
+    ap.add_argument("--write", action="store_true", help="refresh RESULTS.md even with --only")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--only", default="", help="comma-separated row names")
     ap.add_argument("--profile", default="", help="cProfile varlens's step of this row")
+    ap.add_argument("--gemms", default="", choices=["", "nanogpt", "lstm"],
+                    help="time the GEMMs of that row's step alone")
     a = ap.parse_args()
+    import torch
+    torch.set_num_threads(1)
     if a.profile:
         profile_row(a.profile)
         return
-    import torch
-    torch.set_num_threads(1)
+    if a.gemms:
+        gemm_breakdown(a.gemms)
+        return
     names = [n for n in ROWS if not a.only or n in a.only.split(",")]
     load0 = _load()
     rows = []
@@ -584,8 +645,8 @@ def main():
         print(f"{name:14s} varlens {v * 1e3:9.3f} {unit}  torch {t * 1e3:9.3f}  ratio {r:5.2f} "
               f"({lo:.2f}-{hi:.2f})", flush=True)
     load1 = _load()
-    cmd = "python benchmarks/bench_user_programs.py" + (" --write" if a.write else "") + \
-        (f" --only {a.only}" if a.only else "")
+    write = a.write or not (a.no_write or a.only)
+    cmd = "python benchmarks/bench_user_programs.py" + (f" --only {a.only} --write" if a.only and write else "")
     lines = [SECTION, "",
              f"Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on {machine()}, "
              f"NumPy {np.__version__}, PyTorch {torch.__version__} (both 1 thread), Python "
@@ -599,7 +660,7 @@ def main():
         lines.append(f"| {ROWS[name][0]} | {v * 1e3:.3f} | {t * 1e3:.3f} | {r:.2f} ({lo:.2f}-{hi:.2f}) |")
     text = "\n".join(lines) + "\n"
     print(text)
-    if a.write:
+    if write:
         write_section(SECTION, text)
 
 

@@ -134,20 +134,24 @@ def _torch_public(path):
 
 
 def _provided(vpath, name):
+    """'yes', 'refused' (present, and using it raises an error saying why it is not supported:
+    marked ``__varlens_unsupported__`` or an UnsupportedDtype) or 'no'."""
     try:
         mod = importlib.import_module(vpath)
     except Exception:  # noqa: BLE001  (ImportError, or the module refusing)
-        return False
+        return "no"
     try:
-        getattr(mod, name)
-        return True
+        obj = getattr(mod, name)
     except Exception:  # noqa: BLE001
         # a submodule that is imported on demand
         try:
-            importlib.import_module(f"{vpath}.{name}")
-            return True
+            obj = importlib.import_module(f"{vpath}.{name}")
         except Exception:  # noqa: BLE001
-            return False
+            return "no"
+    from varlens.core.dtypes import UnsupportedDtype
+    if isinstance(obj, UnsupportedDtype) or getattr(obj, "__varlens_unsupported__", False) is True:
+        return "refused"
+    return "yes"
 
 
 def survey(lists):
@@ -159,22 +163,29 @@ def survey(lists):
             mod_ok = True
         except Exception:  # noqa: BLE001
             mod_ok = False
-        missing = [n for n in names if not _provided(vpath, n)]
-        rows.append((path, mod_ok, len(names), len(names) - len(missing), missing))
+        status = {n: _provided(vpath, n) for n in names}
+        missing = [n for n in names if status[n] == "no"]
+        refused = [n for n in names if status[n] == "refused"]
+        rows.append((path, mod_ok, len(names), len(names) - len(missing), missing, refused))
     return rows
 
 
 def _print(title, rows, show_missing):
     tot = sum(r[2] for r in rows)
     got = sum(r[3] for r in rows)
+    ref = sum(len(r[5]) for r in rows)
     mods = sum(r[1] for r in rows)
-    print(f"\n{title}: {got}/{tot} names ({100 * got / max(tot, 1):.1f}%), {mods}/{len(rows)} module paths import")
-    for path, mod_ok, n, k, missing in rows:
+    print(f"\n{title}: {got}/{tot} names present ({100 * got / max(tot, 1):.1f}%): {got - ref} work, {ref} refuse "
+          f"with a message saying why; {mods}/{len(rows)} module paths import")
+    for path, mod_ok, n, k, missing, refused in rows:
         flag = "" if mod_ok else "  (module does not import)"
-        print(f"  {path:32s} {k:4d}/{n:<4d}{flag}")
+        extra = f"  ({len(refused)} refuse)" if refused else ""
+        print(f"  {path:32s} {k:4d}/{n:<4d}{flag}{extra}")
         if show_missing and missing:
             print("      missing: " + " ".join(missing))
-    return got, tot
+        if show_missing and refused:
+            print("      refused: " + " ".join(refused))
+    return got, tot, ref
 
 
 def main(argv=None):
@@ -183,13 +194,13 @@ def main(argv=None):
     ap.add_argument("--no-full", action="store_true", help="skip the full torch __all__ survey")
     args = ap.parse_args(argv)
     common = {k: _names(v) for k, v in COMMON.items()}
-    got, tot = _print("COMMON (names public programs use)", survey(common), args.missing)
+    got, tot, ref = _print("COMMON (names public programs use)", survey(common), args.missing)
     if not args.no_full:
         import torch
         full = {p: _torch_public(p) for p in COMMON}
-        fgot, ftot = _print(f"FULL (every public name of those modules in torch {torch.__version__})",
+        _print(f"FULL (every public name of those modules in torch {torch.__version__})",
                             survey(full), args.missing)
-    return got, tot
+    return got, tot, ref
 
 
 if __name__ == "__main__":

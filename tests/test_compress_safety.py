@@ -82,7 +82,7 @@ def test_invalid_model_specs(spec):
 def test_deeply_nested_spec_is_refused():
     spec = {"name": "uniform"}
     for _ in range(50):
-        spec = {"name": "mix", "models": [spec, spec]}
+        spec = {"name": "mix", "models": [spec, {"name": "uniform"}]}
     text = b'{"name":"mix","models":[' * 5000 + b"]}" * 5000
     for s in (spec, text):
         out = decode_or_error(forge(s, 10))

@@ -166,6 +166,24 @@ def test_single_process_group_and_env_check():
         p.stdout + p.stderr
 
 
+def test_post_accumulate_grad_hook_sees_the_accumulated_grad_as_torch():
+    import torch
+    seen = {"v": [], "t": []}
+    vw = varlens.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    tw = torch.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    vw.register_post_accumulate_grad_hook(lambda p: seen["v"].append(p.grad.clone()))
+    h = tw.register_post_accumulate_grad_hook(lambda p: seen["t"].append(p.grad.clone()))
+    for _ in range(2):  # the second backward accumulates onto the first
+        (varlens.tanh(vw) * 2).sum().backward()
+        (torch.tanh(tw) * 2).sum().backward()
+    assert len(seen["v"]) == len(seen["t"]) == 2
+    for a, b in zip(seen["v"], seen["t"]):
+        assert abs(a.numpy() - b.numpy()).max() < 1e-6
+    h.remove()
+    with pytest.raises(RuntimeError, match="non-leaf"):
+        (vw * 2).register_post_accumulate_grad_hook(lambda p: None)
+
+
 def test_data_parallel_is_a_passthrough_with_module_prefix():
     net = varlens.nn.Linear(3, 2)
     dp = varlens.nn.DataParallel(net)

@@ -11,7 +11,7 @@ import torch.distributions as TD
 
 import varlens as vl
 import varlens.distributions as VD
-from varlens.distributions._gamma import standard_gamma_grad
+from varlens.ops.random import standard_gamma_grad
 
 RNG = np.random.default_rng(0)
 

@@ -133,6 +133,19 @@ def test_relu_grad_kernel_numpy_and_torch_agree():
 
 
 @needs_numba
+def test_tanh_grad_kernel_numpy_and_torch_agree():
+    x, g = f32(40, 70, scale=2.0), f32(40, 70)
+    xt = torch.tensor(x, requires_grad=True)
+    torch.tanh(xt).backward(torch.tensor(g))
+    y = np.tanh(x)
+    for uk in (True, False):
+        close(KP.tanh_grad(g, y, use_kernel=uk), xt.grad.numpy(), atol=1e-6)
+    a = vl.tensor(x, requires_grad=True)
+    vl.tanh(a).backward(vl.tensor(g))
+    close(a.grad.numpy(), xt.grad.numpy(), atol=1e-6)
+
+
+@needs_numba
 @pytest.mark.parametrize("wd,maximize", [(0.0, False), (0.1, True)])
 def test_adadelta_kernel_matches_torch_over_steps(wd, maximize):
     w0 = f32(300, 7)
@@ -247,7 +260,7 @@ def test_causal_sdpa_float32_fused_path_matches_torch():
             close(a.grad.numpy(), t.grad.numpy(), atol=2e-6)
 
 
-@pytest.mark.parametrize("case", ["pow3", "gelu", "relu", "softmax", "log_softmax", "layer_norm", "cross_entropy",
+@pytest.mark.parametrize("case", ["pow3", "gelu", "relu", "tanh", "softmax", "log_softmax", "layer_norm", "cross_entropy",
                                   "sdpa"])
 def test_float64_gradients_of_the_dispatching_ops(case):
     """float64 runs the NumPy path: central differences through the public ops."""
@@ -257,6 +270,7 @@ def test_float64_gradients_of_the_dispatching_ops(case):
         "pow3": lambda a: a ** 3,
         "gelu": F.gelu,
         "relu": lambda a: F.relu(a + 0.05),
+        "tanh": vl.tanh,
         "softmax": lambda a: F.softmax(a, -1),
         "log_softmax": lambda a: F.log_softmax(a, -1),
         "layer_norm": lambda a: F.layer_norm(a, (6,)),

@@ -217,7 +217,9 @@ def test_naive_prior_sampling_is_unbiased_but_far_noisier():
 
 # ------------------------------------------------------------- fused ops (one tape node each)
 def test_fused_vae_ops_gradcheck_second_order_and_torch_parity():
-    from varlens.generative.vae import BernoulliNLL, KLStdNormal, Reparameterize, bernoulli_nll
+    from varlens.generative.vae import bernoulli_nll
+    from varlens.ops.random import Reparameterize
+    from varlens.ops.nn.loss import BernoulliNLL, KLStdNormal
     rng = np.random.default_rng(6)
     l = T(rng.standard_normal((4, 2, 3)) * 3).requires_grad_(True)
     x = T(rng.random((4, 2, 3))).requires_grad_(True)       # soft targets: d/dx is checked too

@@ -18,6 +18,9 @@ from varlens.core import dtypes as _dtypes  # noqa: E402
 globals().update({_k: getattr(_dtypes, _k) for _k in _dtypes.UNSUPPORTED_DTYPES})  # bfloat16...: names that refuse use
 from varlens.core.tensor import Size, Tensor, device, tensor
 from varlens import ops
+from varlens import _surface  # noqa: E402  (the Tensor methods and operators: varlens/_surface.py)
+
+_surface.install_methods()
 from varlens.ops import *  # noqa: F401,F403  (varlens.exp, varlens.cat, ...)
 from varlens.ops import (abs, all, any, max, min, pow, round, sum)  # noqa: F401  (shadow builtins on purpose)
 from varlens.ops.creation import (arange, as_tensor, bernoulli, empty, empty_like, eye, from_numpy, full,
@@ -29,11 +32,6 @@ from varlens import cuda  # noqa: F401  (cuda.is_available() is False)
 from varlens import accelerator  # noqa: F401,E402  (torch.accelerator: no accelerator, CPU answers)
 import varlens.linalg as linalg  # noqa: E402  (torch.linalg; replaces the ops.linalg name star-imported above)
 import varlens.special as special  # noqa: E402  (torch.special: varlens/special.py)
-from varlens.ops.surface import OVERRIDES as _OVERRIDES, torch_inplace_functions as _tif  # noqa: E402
-globals().update(_OVERRIDES)  # torch.index_put(input, indices, values, accumulate), movedim with sequences
-globals().update({k: v for k, v in _tif().items() if k not in globals()})  # torch.abs_(x), torch.exp_(x), ...
-from varlens.ops import linalg as _decomp  # noqa: E402  (torch.cholesky, torch.svd, ... + Tensor methods)
-globals().update({_k: _v for _k, _v in _decomp.install().items() if _k not in globals()})
 import math as _math
 import numpy as _np
 
@@ -44,14 +42,6 @@ from varlens.serialization import load, save  # noqa: F401  (safe torch.save/tor
 from varlens.autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from varlens import nn  # noqa: E402  (varlens.nn.Linear, as torch.nn)
 import varlens.nn.functional as _F  # noqa: E402
-# torch.NAME for functional ops whose torch.* signature is the same as torch.nn.functional's
-for _n in ("cosine_similarity", "pairwise_distance", "pdist", "rms_norm", "layer_norm", "group_norm", "conv1d",
-           "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "max_pool1d",
-           "max_pool2d", "max_pool3d", "avg_pool1d", "adaptive_avg_pool1d", "pixel_shuffle", "pixel_unshuffle",
-           "channel_shuffle", "selu", "celu", "prelu", "rrelu", "threshold", "hardshrink", "bilinear"):
-    if hasattr(_F, _n) and _n not in globals():
-        globals()[_n] = getattr(_F, _n)
-del _n
 from varlens import optim  # noqa: E402  (varlens.optim.AdamW, as torch.optim)
 import varlens.utils.data  # noqa: E402,F401  (varlens.utils.data.DataLoader)
 
@@ -80,6 +70,15 @@ channels_last = memory_format("channels_last")
 channels_last_3d = memory_format("channels_last_3d")
 
 
+dtype = _np.dtype   # torch.dtype: varlens dtypes are NumPy dtype objects (docs/conventions.md)
+
+
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
+    """torch.empty_strided: varlens arrays are C-ordered, so the strides are not honoured and the
+    result is ``empty(size)`` (its values are unspecified either way)."""
+    return empty(tuple(size), dtype=dtype, device=device, requires_grad=requires_grad)
+
+
 def is_tensor(obj):
     return isinstance(obj, Tensor)
 
@@ -89,7 +88,8 @@ def numel(x):
 
 
 _LAZY = ("datasets", "train", "lens", "theory", "models", "info", "stats", "text", "vision",
-         "generative", "examples", "serialization", "distributions", "distributed")
+         "generative", "examples", "serialization", "distributions", "distributed",
+         "onnx", "jit", "hub", "fft", "testing")  # torch.onnx/jit/hub/fft: refusals or no-ops that say so
 
 
 def __getattr__(name):
@@ -113,6 +113,4 @@ def dropout(input, p, train):  # noqa: A002
     return _F.dropout(input, p, train)
 
 
-from varlens import _torch_args  # noqa: E402
-
-_torch_args.install(globals(), Tensor)  # axis=/keepdims=/size=/shape=/input=/other=... keyword aliases
+_surface.install_namespace(globals())  # torch.* functions and keyword aliases (varlens/_surface.py)

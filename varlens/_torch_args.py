@@ -235,10 +235,11 @@ def _write_out(where, fn, args, kwargs, out):
     return out
 
 
-def install(namespace, tensor_cls, names=None):
-    """Wrap the functions of ``namespace`` (a module dict) and the methods of ``tensor_cls``."""
+def wrap_namespace(namespace, names=None):
+    """Wrap the functions of ``namespace`` (a module dict) in place: torch's keyword names
+    (axis=, keepdims=, input=, other=, ...) are accepted.  Returns how many were wrapped."""
     count = 0
-    import varlens.nn.functional as F
+    import varlens.nn.functional as F  # noqa: E402  (called at the end of varlens/__init__.py: F is loaded)
     keep = {id(v) for v in vars(F).values() if inspect.isfunction(v)}  # varlens.conv2d is F.conv2d
     for name in list(names if names is not None else namespace):
         if name.startswith("_") or name in _SKIP:
@@ -255,11 +256,17 @@ def install(namespace, tensor_cls, names=None):
         elif plan is not None:
             namespace[name] = _wrap(fn, plan, f"varlens.{name}")
             count += 1
-    for name, fn in list(vars(tensor_cls).items()):
+    return count
+
+
+def wrap_methods(methods):
+    """The Tensor methods among ``methods`` (name -> attribute) that take keyword aliases, wrapped;
+    the method table (varlens/_surface.py) attaches them."""
+    out = {}
+    for name, fn in methods.items():
         if name.startswith("_") or not inspect.isfunction(fn) or getattr(fn, "__wrapped_torch_args__", False):
             continue
         plan = _plan(fn, method=True, name=name)
         if plan is not None:
-            setattr(tensor_cls, name, _wrap(fn, plan, f"Tensor.{name}"))
-            count += 1
-    return count
+            out[name] = _wrap(fn, plan, f"Tensor.{name}")
+    return out

@@ -83,3 +83,21 @@ def set_rng_state(state):
 
 def _gen(generator):
     return default_generator if generator is None else generator
+
+
+def fork_rng(devices=None, enabled=True, _caller="fork_rng", _devices_kw="devices", device_type="cuda"):
+    """Context manager: random draws inside it leave the global generator's state as it was
+    on entry (torch.random.fork_rng; varlens has only the CPU generator to fork)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def _fork():
+        if not enabled:
+            yield
+            return
+        state = get_rng_state()
+        try:
+            yield
+        finally:
+            set_rng_state(state)
+    return _fork()

@@ -57,7 +57,10 @@ float8_e8m0fnu = UnsupportedDtype("float8_e8m0fnu", 1, True, _NO_F8)
 qint8 = UnsupportedDtype("qint8", 1, False, _NO_Q)
 quint8 = UnsupportedDtype("quint8", 1, False, _NO_Q)
 qint32 = UnsupportedDtype("qint32", 4, False, _NO_Q)
-UNSUPPORTED_DTYPES = ("bfloat16", "complex32", "chalf", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
+_NO_COMPLEX = "varlens has no complex tensors (its arrays and autograd are real)"
+complex64 = cfloat = UnsupportedDtype("complex64", 8, False, _NO_COMPLEX)
+complex128 = cdouble = UnsupportedDtype("complex128", 16, False, _NO_COMPLEX)
+UNSUPPORTED_DTYPES = ("complex64", "cfloat", "complex128", "cdouble", "bfloat16", "complex32", "chalf", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
                       "float8_e5m2fnuz", "float8_e8m0fnu", "qint8", "quint8", "qint32")
 short, int, long = int16, int32, int64  # noqa: A001
 

@@ -10,7 +10,8 @@ forward op is undone.
 from __future__ import annotations
 
 from varlens.core import grad_mode as _gm
-from varlens.core.function import Function, _check_finite
+from varlens.core.anomaly import check_backward as _check_backward
+from varlens.core.function import Function
 from varlens.core.array import ones_cached, sum_to, xp
 from varlens.core.primitives import Clone
 from varlens.core.primitives import sum_to as _sum_to_graph
@@ -124,7 +125,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, capt
                     if gi.dtype != p._odtype:
                         gi = gi.to(p._odtype) if create_graph else gi.astype(p._odtype)
                     if anomaly:
-                        _check_finite(gi._data if create_graph else gi, f"{type(node).__name__} (backward)")
+                        _check_backward(gi, node)
                     if p in grads:
                         cur = grads[p]
                         if id(cur) in owned:
@@ -143,7 +144,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, capt
                     if gi.dtype != d.dtype:
                         gi = gi.to(d.dtype) if create_graph else gi.astype(d.dtype)
                     if anomaly:
-                        _check_finite(gi._data if create_graph else gi, f"{type(node).__name__} (backward)")
+                        _check_backward(gi, node)
                     k = id(gi)
                     shared = k in sent
                     if not shared and len(gin) > 1:  # the same array returned for two inputs?

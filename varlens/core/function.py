@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 
 from varlens.core import graph_nodes as _graph_nodes
+from varlens.core.anomaly import forward_site as _forward_site
 from varlens.core import grad_mode as _gm
 from varlens.core.array import xp as _np
 from varlens.core.tensor import Tensor
@@ -274,8 +275,8 @@ class Function:
                 ctx._kw = kwargs
         else:
             res = T._make(out)
-        if _anomaly[0]:
-            _check_finite(res._data, f"{cls.__name__} (forward)")
+        if _anomaly[0] and need:   # note where the op ran; backward reports it if it returns NaN
+            ctx._anomaly_site = _forward_site(cls.__name__)
         if op_hook is not None:
             op_hook(cls, args, kwargs, res)
         return res
@@ -377,10 +378,6 @@ def _shape_error(cls, datas, err):
     return None
 
 
-def _check_finite(a, where):
-    if a.dtype.kind in "fc" and not bool(_np.isfinite(a).all()):
-        kind = "NaN" if bool(_np.isnan(a).any()) else "Inf"
-        raise RuntimeError(f"anomaly detected: {where} produced {kind} values")
 
 
 def once_differentiable(fn):

@@ -105,9 +105,10 @@ def is_inference_mode_enabled() -> bool:
 
 
 class detect_anomaly:
-    """Check every op's output (forward) and every gradient (backward) for NaN/Inf.
-
-    The first offender raises a RuntimeError naming the op. Slow; for debugging.
+    """PyTorch's anomaly mode: every op notes where its forward ran (module path and line), and
+    a backward that returns NaN raises RuntimeError naming the op and that place
+    (varlens/core/anomaly.py).  Infinite values are not anomalies (a -inf mask before softmax
+    is fine), as in PyTorch.  Slow; for debugging.
     """
 
     def __init__(self, check_nan: bool = True):

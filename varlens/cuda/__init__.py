@@ -56,3 +56,26 @@ def get_device_capability(device=None):
 
 
 from varlens.cuda import amp  # noqa: E402,F401  (torch.cuda.amp.autocast / GradScaler)
+
+
+def set_device(device):
+    """No CUDA device to select: a negative index is ignored (as torch), any other is an error."""
+    idx = getattr(device, "index", device)
+    if isinstance(idx, int) and idx < 0:
+        return
+    raise RuntimeError(f"varlens.cuda.set_device({device!r}): no CUDA device (varlens runs on the CPU)")
+
+
+class device:  # noqa: N801  (torch.cuda.device)
+    """``with torch.cuda.device(i):``: an error for any real index (no CUDA device); -1/None is a no-op."""
+
+    def __init__(self, device):
+        idx = getattr(device, "index", device)
+        if idx is not None and not (isinstance(idx, int) and idx < 0):
+            raise RuntimeError(f"varlens.cuda.device({device!r}): no CUDA device (varlens runs on the CPU)")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False

@@ -23,13 +23,13 @@ import math
 import numpy as np
 
 import varlens.nn.functional as F
-from varlens.core.function import Function
 from varlens.core.array import xp
 from varlens.ops.creation import randn
 from varlens.nn.module import Module
 from varlens.ops import cat, exp, logsumexp
-from varlens.core.primitives import _sigmoid_array
 from varlens.core.tensor import Tensor
+from varlens.ops.nn.loss import BernoulliNLL, KLStdNormal
+from varlens.ops.random import Reparameterize
 
 LOG_2PI = math.log(2 * math.pi)
 
@@ -44,109 +44,6 @@ def gaussian_kl(mu1, logvar1, mu2=None, logvar2=None):
     inv_var2 = exp(-logvar2) if isinstance(logvar2, Tensor) else math.exp(-logvar2)
     d = mu1 - mu2
     return 0.5 * (exp(logvar1 - logvar2) + d * d * inv_var2 - (logvar1 - logvar2) - 1.0)
-
-
-# ------------------------------------------------------------------ fused ops
-# The VAE objective is a chain of small elementwise ops; each is a node on the tape with its own
-# Python overhead and temporaries. These three ops compute the same functions in one node each
-# (array math with a closed-form backward); second derivatives go through ``composite``.
-class KLStdNormal(Function):
-    """KL(N(mu, diag e^logvar) || N(0, I)) summed over the last axis (seed 003 eq. 10.2.8):
-    (1/2) sum (e^logvar + mu^2 - logvar - 1).  Backward: d/dmu = mu, d/dlogvar = (e^logvar - 1)/2."""
-
-    differentiable_backward = False
-
-    def forward(self, mu, logvar):
-        v = xp.exp(logvar)
-        self.v = v
-        self.save_for_backward(mu)
-        t = v - logvar
-        t += mu * mu
-        out = t.sum(-1) - t.shape[-1] if t.ndim else t - 1
-        return out * 0.5
-
-    def backward(self, g):
-        mu, v = self.saved[0], self.v
-        gc = xp.asarray(g)[..., None] if mu.ndim else g
-        gm = mu * gc if self.next[0] is not None else None
-        glv = None
-        if self.next[1] is not None:
-            glv = v - 1
-            glv *= 0.5 * gc
-        return gm, glv
-
-    @staticmethod
-    def composite(mu, logvar):
-        return gaussian_kl(mu, logvar).sum(-1) if mu.ndim else gaussian_kl(mu, logvar)
-
-
-class Reparameterize(Function):
-    """z = mu + e^(logvar/2) eps (seed 003 §10.3).  Backward (pathwise gradient): dz/dmu = 1,
-    dz/dlogvar = e^(logvar/2) eps / 2, dz/deps = e^(logvar/2)."""
-
-    differentiable_backward = False
-
-    def forward(self, mu, logvar, eps):
-        sd = xp.exp(logvar * 0.5)
-        se = sd * eps
-        self.sd, self.se = sd, se
-        return mu + se
-
-    def backward(self, g):
-        n = self.next
-        glv = g * self.se * 0.5 if n[1] is not None else None
-        geps = g * self.sd if n[2] is not None else None
-        return (g if n[0] is not None else None), glv, geps
-
-    @staticmethod
-    def composite(mu, logvar, eps):
-        return mu + exp(0.5 * logvar) * eps
-
-
-class BernoulliNLL(Function):
-    """-log p(x | z) per example for a Bernoulli decoder with logits l, summed over all axes but
-    the first (seed 003 §10.2.4): sum [max(l, 0) - l x + log(1 + e^-|l|)], the stable form of
-    -[x log s(l) + (1 - x) log(1 - s(l))].  Backward: d/dl = s(l) - x (the two-class case of
-    seed 001 §3.1's p - y), d/dx = -l."""
-
-    differentiable_backward = False
-
-    def forward(self, logits, x):
-        self.save_for_backward(logits, x)
-        B = logits.shape[0]
-        l2 = logits.reshape(B, -1)
-        x2 = x.reshape(B, -1)
-        # row sums as GEMVs with a ones vector (faster than .sum(1)), and max(l, 0) summed as
-        # (sum l + sum |l|) / 2 (NumPy's maximum against a scalar is a slow, unvectorised loop)
-        ones = xp.ones(l2.shape[1], dtype=l2.dtype)
-        sp = xp.abs(l2)
-        out = l2 @ ones
-        out += sp @ ones
-        out *= 0.5                          # sum max(l, 0)
-        xp.negative(sp, out=sp)
-        xp.exp(sp, out=sp)
-        sp += 1
-        xp.log(sp, out=sp)                  # log(1 + e^-|l|), in (0, log 2]
-        out += sp @ ones
-        out -= xp.einsum("ij,ij->i", l2, x2)
-        return out
-
-    def backward(self, g):
-        logits, x = self.saved
-        gc = g.reshape((-1,) + (1,) * (logits.ndim - 1))
-        gl = gx = None
-        if self.next[0] is not None:
-            gl = _sigmoid_array(logits)     # a fresh buffer: s(l) - x in place
-            gl -= x
-            gl *= gc
-        if self.next[1] is not None:
-            gx = -logits * gc
-        return gl, gx
-
-    @staticmethod
-    def composite(logits, x):
-        B = logits.shape[0]
-        return F.binary_cross_entropy_with_logits(logits, x, reduction="none").reshape(B, -1).sum(1)
 
 
 def kl_standard_normal(mu, logvar):

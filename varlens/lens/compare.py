@@ -195,7 +195,7 @@ def _forward_rule(rec, ins, lens, chain=False, meas_ins=None):
         if t in ACT_NAMES and x is not None:
             name = ACT_NAMES[t]
             act = rules.leaky_relu(getattr(m, "negative_slope", 0.01)) if name == "leaky_relu" else name
-            return rules.activation_forward(x, act), None
+            return _act_forward(rec, x, act, meas_ins[0] if meas_ins else None), None
         if t in DROPOUT_LIKE and x is not None:
             return (rules.dropout_forward(x, float(m.p)) if m.training else x), None
         if t in NORM_LIKE and x is not None:
@@ -203,10 +203,11 @@ def _forward_rule(rec, ins, lens, chain=False, meas_ins=None):
                 return _bn_eval(rec, x, meas_ins[0] if meas_ins else x, m.running_mean, m.running_var,
                                 float(getattr(m, "eps", 1e-5)))
             var = rec.inp_var_group or x.var
+            shrink = None if chain else rec.params.get("shrink")
             if chain and meas_ins:
                 var = max(var + x.var - meas_ins[0].var, 0.0) if rec.inp_var_group else x.var
             return rules.norm_forward(var, rec.param("weight"), rec.param("bias"),
-                                      float(getattr(m, "eps", 1e-5) or 1e-5)), None
+                                      float(getattr(m, "eps", 1e-5) or 1e-5), shrink), None
         if t in ("Flatten", "Unflatten", "Identity") and x is not None:
             return x, None
         if rec.source is not None:
@@ -219,6 +220,49 @@ def _forward_rule(rec, ins, lens, chain=False, meas_ins=None):
     if rec.inputs and any(im.n and not math.isfinite(im.q) for im in rec.inputs):
         return None, "no rule: an input is not finite (NaN/Inf)"
     return _op_forward(rec, ins, lens, chain, meas_ins)
+
+
+def _channel_inputs(rec, x=None, meas=None):
+    """Per-channel input Moments of an activation (measured on detail steps), scaled to a chained
+    input ``x`` (second moments by x.q/meas.q), or None."""
+    p = rec.params
+    n = p.get("in_c_n")
+    if not n:
+        return None
+    cm, cq = p["in_cmean_sum"] / n, p["in_cq_sum"] / n
+    if x is not None and meas is not None and meas.q > 0 and (x.q != meas.q or x.mean != meas.mean):
+        r = max(x.q, 0.0) / meas.q
+        cm, cq = cm * math.sqrt(r), cq * r
+    return cm, cq
+
+
+def _act_forward(rec, x, act, meas):
+    """An activation's output Moments: averaged over channels from each channel's own Gaussian
+    (mean and variance measured per channel) where those were recorded, else from the pooled input.
+    A residual sum entering a ReLU (a BN output plus a rectified skip) is far from one Gaussian
+    pooled over channels, but close to one per channel."""
+    ch = _channel_inputs(rec, x, meas)
+    if ch is None:
+        return rules.activation_forward(x, act)
+    a = rules.activation(act)
+    cm, cq = ch
+    if a.name == "relu":
+        m1, m2, _ = rules.relu_moments_array(cm, np.maximum(cq - cm * cm, 0.0))
+        return rules.Moments(float(np.mean(m1)), float(np.mean(m2)))
+    ms = [a.mean(float(m), max(float(q - m * m), 0.0)) for m, q in zip(cm, cq)]
+    qs = [a.second_moment(float(m), max(float(q - m * m), 0.0)) for m, q in zip(cm, cq)]
+    return rules.Moments(float(np.mean(ms)), float(np.mean(qs)))
+
+
+def _act_backward(c, gq, x, act):
+    ch = _channel_inputs(c)
+    if ch is None:
+        return rules.activation_backward(gq, x, act)
+    a = rules.activation(act)
+    cm, cq = ch
+    if a.name == "relu":
+        return gq * float(np.mean(rules.relu_moments_array(cm, np.maximum(cq - cm * cm, 0.0))[2]))
+    return gq * float(np.mean([a.deriv_second_moment(float(m), max(float(q - m * m), 0.0)) for m, q in zip(cm, cq)]))
 
 
 def _bn_eval(rec, x, meas, rm, rv, eps):
@@ -293,7 +337,7 @@ def _op_forward(rec, ins, lens, chain, meas_ins):
         return None, "no rule: an operand of matmul was not recorded"
     if op in ACT_OPS and x is not None:
         act = rules.leaky_relu(p.get("negative_slope", p.get("slope", 0.01))) if op == "leaky_relu" else op
-        return rules.activation_forward(x, act), None
+        return _act_forward(rec, x, act, meas_ins[0] if meas_ins else None), None
     if op in rules.UNARY and x is not None:
         return rules.unary_forward(rules.UNARY[op], x), None
     if op == "pow" and x is not None:
@@ -341,9 +385,11 @@ def _op_forward(rec, ins, lens, chain, meas_ins):
             return _bn_eval(rec, x, meas_ins[0] if meas_ins else x, p["running_mean"], p["running_var"],
                             float(p.get("eps", 1e-5)))
         var = rec.inp_var_group or (x.q if op == "rms_norm" else x.var)
+        shrink = None if chain else p.get("shrink")
         if op == "rms_norm":
-            return rules.norm_forward(var, rec.param("weight"), None, float(p.get("eps") or 1e-6)), None
-        return rules.norm_forward(var, rec.param("weight"), rec.param("bias"), float(p.get("eps", 1e-5))), None
+            return rules.norm_forward(var, rec.param("weight"), None, float(p.get("eps") or 1e-6), shrink), None
+        return rules.norm_forward(var, rec.param("weight"), rec.param("bias"), float(p.get("eps", 1e-5)),
+                                  shrink), None
     if op == "embedding":
         W = rec.param("weight")
         if W is not None:
@@ -405,7 +451,7 @@ def _backward_rule(c, i, gq, lens):
         if t in ACT_NAMES and x is not None:
             name = ACT_NAMES[t]
             act = rules.leaky_relu(getattr(m, "negative_slope", 0.01)) if name == "leaky_relu" else name
-            return rules.activation_backward(gq, x, act), None
+            return _act_backward(c, gq, x, act), None
         if t in DROPOUT_LIKE:
             return (rules.dropout_backward(gq, float(m.p)) if m.training else gq), None
         if t in NORM_LIKE and x is not None:
@@ -457,7 +503,7 @@ def _backward_rule(c, i, gq, lens):
         return None, "no backward rule: an operand of matmul was not recorded"
     if op in ACT_OPS and x is not None:
         act = rules.leaky_relu(p.get("negative_slope", 0.01)) if op == "leaky_relu" else op
-        return rules.activation_backward(gq, x, act), None
+        return _act_backward(c, gq, x, act), None
     if op in rules.UNARY and x is not None:
         return rules.unary_backward(gq, rules.UNARY[op], x), None
     if op == "softmax":

@@ -397,7 +397,7 @@ class Lens:
                 return
             m, q = mo[1], mo[2]
         if i == 0 and module is not None and rec.kind in NORM_LIKE:
-            rec.inp_var_group = self._group_var(module, a)
+            rec.inp_var_group = self._group_var(module, a, rec.params)
             if rec.kind.startswith("BatchNorm") and not module.training:
                 x = a.astype(np.float64)
                 axes = (0,) + tuple(range(2, x.ndim))
@@ -407,6 +407,15 @@ class Lens:
             rec.params["in_shape"] = tuple(a.shape)
         if i == 0 and self._detail and rec.kind in MIXING_KINDS:
             self._feature_means(rec, a)
+        if i == 0 and self._detail and (rec.kind in ACT_OPS or rec.kind in ACT_NAMES) and rec.kind != "Identity":
+            if prev is not None and prev[0] is a:
+                pr = self.records[prev[1]]
+                pk = self.records[pr.source].kind if pr.source else pr.kind
+                rec.params["conv_input"] = pk.startswith("Conv") or pk in ("conv", "batch_norm") or \
+                    pk.startswith("BatchNorm") or a.ndim == 4
+            else:
+                rec.params["conv_input"] = a.ndim == 4
+            _channel_moments(rec, a)
         im.add(m, q, a.shape)
 
     @staticmethod
@@ -447,15 +456,15 @@ class Lens:
             prod.level == "op" and prod.path == rec.path and rec.level == "module")
 
     @staticmethod
-    def _group_var(module, a):
+    def _group_var(module, a, params=None):
         x = a.astype(np.float64)
         if module_kind(module).startswith("BatchNorm"):
             axes = (0,) + tuple(range(2, x.ndim))
         else:
             shape = getattr(module, "normalized_shape", (x.shape[-1],))
             axes = tuple(range(x.ndim - len(tuple(shape)), x.ndim))
-        with np.errstate(invalid="ignore", over="ignore"):
-            return float(np.mean(x.var(axis=axes)))
+        return _norm_stats(x, axes, float(getattr(module, "eps", 1e-5) or 1e-5), module_kind(module) == "RMSNorm",
+                           params)
 
     @staticmethod
     def _memo(store, a, fn):
@@ -579,15 +588,14 @@ class Lens:
         elif op in ("layer_norm", "rms_norm"):
             x = args[0]._data.astype(np.float64)
             axes = tuple(range(x.ndim - int(kwargs.get("nd", 1)), x.ndim))
-            with np.errstate(invalid="ignore", over="ignore"):
-                rec.inp_var_group = float(np.mean((x * x).mean(axis=axes) if op == "rms_norm" else x.var(axis=axes)))
+            rec.inp_var_group = _norm_stats(x, axes, float(kwargs.get("eps") or 1e-5), op == "rms_norm", p)
         if op == "batch_norm":
             bs = kwargs.get("batch_stats", True)
             p["batch_stats"] = bool(bs)
             if bs:
                 x = args[0]._data.astype(np.float64)
-                with np.errstate(invalid="ignore", over="ignore"):
-                    rec.inp_var_group = float(np.mean(x.var(axis=(0,) + tuple(range(2, x.ndim)))))
+                rec.inp_var_group = _norm_stats(x, (0,) + tuple(range(2, x.ndim)), float(kwargs.get("eps") or 1e-5),
+                                                False, p)
             if not bs:
                 p["running_mean"] = np.asarray(kwargs.get("mean")).reshape(-1).astype(np.float64)
                 p["running_var"] = np.asarray(kwargs.get("var")).reshape(-1).astype(np.float64)
@@ -731,6 +739,38 @@ class Lens:
 
     def ordered(self):
         return sorted(self.records.values(), key=lambda r: r.order)
+
+
+def _norm_stats(x, axes, eps, rms=False, params=None):
+    """The mean variance (mean square for RMS norm) nu each normalisation group sees; with
+    ``params``, also the mean over groups of nu/(nu + eps) ('shrink': the exact factor of the
+    output's second moment, which a pooled nu/(nu + eps) misses when nu is near eps)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        nu = (x * x).mean(axis=axes) if rms else x.var(axis=axes)
+        if params is not None:
+            params["shrink"] = float(np.mean(nu / (nu + eps)))
+        return float(np.mean(nu))
+
+
+def _channel_moments(rec, a):
+    """Accumulate an activation input's per-channel mean and second moment (channels: axis 1 of
+    an N-d conv map, the last axis otherwise), so the rule can average over channels."""
+    if a.dtype.kind != "f" or a.ndim < 2:
+        return
+    x = a.astype(np.float64, copy=False)
+    axes = (0,) + tuple(range(2, x.ndim)) if x.ndim >= 3 and rec.params.get("conv_input") else tuple(range(x.ndim - 1))
+    with np.errstate(invalid="ignore", over="ignore"):
+        m, q = x.mean(axis=axes), (x * x).mean(axis=axes)
+    p = rec.params
+    if p.get("in_cmean_sum") is None or p["in_cmean_sum"].shape != m.shape:
+        p["in_cmean_sum"], p["in_cq_sum"], p["in_c_n"] = m, q, 1
+    else:
+        p["in_cmean_sum"] = p["in_cmean_sum"] + m
+        p["in_cq_sum"] = p["in_cq_sum"] + q
+        p["in_c_n"] += 1
+
+
+ACT_OPS = {"relu", "tanh", "sigmoid", "gelu", "silu", "elu", "softplus", "leaky_relu"}
 
 
 def _window_correlation(x, kernel):

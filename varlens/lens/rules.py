@@ -34,6 +34,7 @@ import math
 import numpy as np
 from numpy.polynomial.hermite_e import hermegauss
 from scipy.special import erf as _erf
+from scipy.special import ndtr as _ndtr
 from scipy.stats import norm as _norm
 
 _Z, _W = hermegauss(80)
@@ -115,6 +116,18 @@ def _relu_second(m, v):
 def _relu_dsecond(m, v):
     s = math.sqrt(v)
     return float(m > 0) if s == 0 else float(_norm.cdf(m / s))
+
+
+def relu_moments_array(m, v):
+    """(E[ReLU(z)], E[ReLU(z)^2], P(z > 0)) for arrays of means m and variances v (the closed forms
+    of _relu_mean/_relu_second/_relu_dsecond, vectorised over channels)."""
+    m = np.asarray(m, dtype=np.float64)
+    s = np.sqrt(np.asarray(v, dtype=np.float64))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.where(s > 0, m / np.where(s > 0, s, 1.0), np.where(m > 0, np.inf, -np.inf))
+    cdf, pdf = _ndtr(a), np.exp(-0.5 * np.where(np.isfinite(a), a, 0.0) ** 2) / math.sqrt(2 * math.pi)
+    pdf = np.where(np.isfinite(a), pdf, 0.0)
+    return m * cdf + s * pdf, (m * m + s * s) * cdf + m * s * pdf, cdf
 
 
 def _sigmoid(z):
@@ -222,13 +235,14 @@ def dropout_forward(x: Moments, p) -> Moments:
     return Moments(x.mean, x.q / (1 - p))
 
 
-def norm_forward(x_var_per_group, gamma=None, beta=None, eps=1e-5) -> Moments:
+def norm_forward(x_var_per_group, gamma=None, beta=None, eps=1e-5, shrink=None) -> Moments:
     """Batch/layer norm output: unit variance then gamma^2 and beta (seed 001 §2.2).
 
     ``x_var_per_group``: the variance each normalisation group sees (its nu), which sets the
-    factor nu/(nu+eps).
+    factor nu/(nu+eps); ``shrink``: that factor averaged over the groups, when measured.
     """
-    shrink = x_var_per_group / (x_var_per_group + eps) if x_var_per_group > 0 else 0.0
+    if shrink is None:                  # else the measured mean over groups of nu/(nu + eps)
+        shrink = x_var_per_group / (x_var_per_group + eps) if x_var_per_group > 0 else 0.0
     g2 = 1.0 if gamma is None else float(np.mean(np.asarray(gamma, dtype=np.float64) ** 2))
     b = np.zeros(1) if beta is None else np.asarray(beta, dtype=np.float64).ravel()
     if gamma is not None and beta is not None:

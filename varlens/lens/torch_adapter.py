@@ -180,8 +180,8 @@ _SIGNATURES = {
     "leaky_relu": ("input", "negative_slope", "inplace"),
     "elu": ("input", "alpha", "inplace"),
     "gelu": ("input",),
-    "max_pool": ("input", "kernel_size", "stride", "padding", "dilation"),
-    "avg_pool": ("input", "kernel_size", "stride", "padding"),
+    "max_pool": ("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"),
+    "avg_pool": ("input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"),
     "sdpa": ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale"),
 }
 _PARAM_NAMES = {"weight", "bias"}
@@ -763,7 +763,8 @@ class TorchLens(Lens):
             c = _cross(args[0], args[1])
             rec.cross += c
             rec.cross_n += 1
-        self._op_params(rec, op, named, kwargs, t)
+        if new or kwargs or op in _PARAMS_EVERY_CALL:   # as probes.Lens: the others' parameters are fixed
+            self._op_params(rec, op, named, kwargs, t)
         if self._detail and op in ("linear", "conv"):
             _add_units(rec, t, _unit_axis(t, op == "conv"))
         if op == "sdpa":
@@ -840,6 +841,11 @@ class TorchLens(Lens):
             p["kernel_size"] = k
             p["stride"] = _tuple(named.get("stride") or k, x.dim() - 2)
             p["padding"] = _tuple(named.get("padding", 0), x.dim() - 2)
+            p["ceil_mode"] = bool(named.get("ceil_mode", False))
+            if op == "max_pool":
+                p["dilation"] = _tuple(named.get("dilation", 1), x.dim() - 2)
+            else:
+                p["count_include_pad"] = bool(named.get("count_include_pad", True))
             if op == "avg_pool":
                 from varlens.lens.probes import _window_correlation
                 a = _host_view(x)
@@ -951,6 +957,8 @@ class TorchLens(Lens):
         self._active = False
 
 
+_PARAMS_EVERY_CALL = {"dropout", "softmax", "log_softmax", "sdpa", "batch_norm", "avg_pool", "layer_norm",
+                      "rms_norm"}
 _SHAPED = LINEAR_LIKE | POOL_LIKE        # module kinds whose rule reads the input's shape
 
 

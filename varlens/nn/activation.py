@@ -7,7 +7,7 @@ import warnings
 from varlens.core import dtypes as DT
 from varlens.core.array import xp
 from varlens.nn import functional as F
-from varlens.nn._errors import ArgAssertionError as HardtanhArgError
+from varlens.nn.functional._errors import ArgAssertionError as HardtanhArgError
 from varlens.nn.functional.activation import _check_prelu, _prelu
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter

@@ -14,62 +14,19 @@ from __future__ import annotations
 from varlens import ops
 from varlens.core.array import xp
 from varlens.nn import init
-from varlens.nn._errors import ArgAssertionError, ShapeAssertionError
+from varlens.nn.functional._errors import ArgAssertionError, ShapeAssertionError
 from varlens.nn.linear import Linear
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
 from varlens.ops.nn.attention import scaled_dot_product_attention
 from varlens.core.tensor import Tensor
+from varlens.core.dtypes import get_default_dtype
+from varlens.nn import functional as F
+from varlens.nn.functional.attention import merge_masks
 
 
 def _empty(*shape, dtype=None):
-    from varlens.core.dtypes import get_default_dtype
     return Parameter(Tensor._make(xp.empty(shape, dtype=dtype or get_default_dtype())))
-
-
-def _mask_array(m, name):
-    if m is None:
-        return None
-    return m._data if isinstance(m, Tensor) else xp.asarray(m)
-
-
-def merge_masks(attn_mask, key_padding_mask, n_batch, n_heads, L, S, dtype):
-    """Combine MultiheadAttention-style masks (True / -inf = blocked) into one additive or
-    boolean 'allowed' mask of shape broadcastable to (N, H, L, S) for SDPA."""
-    allowed = None
-    additive = None
-    if attn_mask is not None:
-        a = _mask_array(attn_mask, "attn_mask")
-        if a.ndim == 3:  # (N*H, L, S)
-            if a.shape[0] != n_batch * n_heads:
-                raise RuntimeError(f"MultiheadAttention: a 3-D attn_mask must have shape "
-                                   f"({n_batch * n_heads}, {L}, {S}), got {tuple(a.shape)}")
-            a = a.reshape(n_batch, n_heads, L, S)
-        elif a.ndim == 2:
-            if a.shape != (L, S):
-                raise RuntimeError(f"MultiheadAttention: a 2-D attn_mask must have shape ({L}, {S}), "
-                                   f"got {tuple(a.shape)}")
-        else:
-            raise RuntimeError(f"MultiheadAttention: attn_mask must be 2-D or 3-D, got {a.ndim}-D")
-        if a.dtype == bool:
-            allowed = ~a
-        else:
-            additive = a.astype(dtype)
-    if key_padding_mask is not None:
-        k = _mask_array(key_padding_mask, "key_padding_mask")
-        if k.shape != (n_batch, S):
-            raise RuntimeError(f"MultiheadAttention: key_padding_mask must have shape ({n_batch}, {S}), "
-                               f"got {tuple(k.shape)}")
-        k = k.reshape(n_batch, 1, 1, S)
-        if k.dtype == bool:
-            allowed = ~k if allowed is None else (allowed & ~k)
-        else:
-            additive = k.astype(dtype) if additive is None else additive + k.astype(dtype)
-    if additive is None:
-        return allowed
-    if allowed is not None:
-        additive = xp.where(allowed, additive, -xp.inf)
-    return additive
 
 
 class NonDynamicallyQuantizableLinear(Linear):
@@ -209,7 +166,6 @@ class MultiheadAttention(Module):
     def _forward_general(self, query, key, value, key_padding_mask, need_weights, attn_mask,
                          average_attn_weights, is_causal, batched):
         """The add_bias_kv / add_zero_attn path: F.multi_head_attention_forward on (L, N, E)."""
-        from varlens.nn import functional as F
         sep = not self._qkv_same_embed_dim
         out, w = F.multi_head_attention_forward(
             query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias,

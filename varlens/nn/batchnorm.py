@@ -8,7 +8,7 @@ from varlens.core.array import xp
 from varlens.core.tensor import Tensor
 from varlens.nn import functional as F
 from varlens.nn import init
-from varlens.nn._errors import ArgRuntimeError
+from varlens.nn.functional._errors import ArgRuntimeError
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
 

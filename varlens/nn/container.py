@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
+from varlens.nn.module import _addindent
 
 
 def _index(idx, n, what):
@@ -142,7 +143,6 @@ class ModuleList(Module):
 
     def __repr__(self):
         """As PyTorch's: runs of identical children print once, as ``(0-2): 3 x Linear(...)``."""
-        from varlens.nn.module import _addindent
         reprs = [repr(m) for m in self]
         if not reprs:
             return self._get_name() + "()"

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from varlens.core import array as B
 from varlens.core import dtypes as DT
 from varlens.core import grad_mode as _gm
-from varlens.core.function import Function
 from varlens.nn.parameter import Parameter
 from varlens.core.tensor import Tensor, parse_to
+from varlens.ops.nn.hooks import _HookIdentity
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
     """load_state_dict's result, printed as PyTorch prints it."""
@@ -46,16 +46,6 @@ class RemovableHandle:
 
     def __exit__(self, *exc):
         self.remove()
-
-
-class _HookIdentity(Function):
-    """out = x; a node on the tape where a module's input or output gradient can be read."""
-
-    def forward(self, x):
-        return x
-
-    def backward(self, g):
-        return g
 
 
 class _BackwardHookState:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from varlens.core.array import xp
 from varlens.nn import functional as F
 from varlens.nn import init
-from varlens.nn._errors import ArgZeroDivisionError
+from varlens.nn.functional._errors import ArgZeroDivisionError
 from varlens.nn.functional.normalization import _check_group_norm
 from varlens.nn.functional.normalization import _group_norm
 from varlens.nn.functional.normalization import _norm_shape

@@ -11,6 +11,7 @@ from __future__ import annotations
 from varlens.core.dtypes import get_default_dtype
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
+from varlens import ops
 
 
 def sinusoidal_table(n_positions, d_model, base=10000.0, dtype=None):
@@ -40,7 +41,6 @@ def apply_rotary(x, cos, sin):
 
     Built from differentiable ops: the gradient is the inverse rotation of the cotangent.
     """
-    from varlens import ops
     T, D = x.shape[-2], x.shape[-1]
     if cos.shape[-2] < T or cos.shape[-1] * 2 != D:
         raise ValueError(f"apply_rotary: tables of shape {tuple(cos.shape)} do not fit input with "

@@ -28,7 +28,7 @@ from varlens.core.array import xp
 from varlens.core.dtypes import get_default_dtype, to_dtype
 from varlens.core.tensor import Tensor
 from varlens.nn import functional as F
-from varlens.nn._errors import ArgTypeError
+from varlens.nn.functional._errors import ArgTypeError
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
 from varlens.nn.utils.rnn import PackedSequence

@@ -8,7 +8,7 @@ from varlens.core.array import xp
 from varlens.core.tensor import Tensor
 from varlens.nn import functional as F
 from varlens.nn import init
-from varlens.nn._errors import ArgAssertionError
+from varlens.nn.functional._errors import ArgAssertionError
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
 from varlens.nn._device import _check_device

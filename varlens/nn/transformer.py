@@ -17,10 +17,12 @@ from varlens.nn import functional as F
 from varlens.nn.attention import MultiheadAttention
 from varlens.nn.container import ModuleList
 from varlens.nn.dropout import Dropout
+from varlens.nn.init import xavier_uniform_
 from varlens.nn.linear import Linear
 from varlens.nn.module import Module
 from varlens.nn.normalization import LayerNorm
 from varlens.core.tensor import Tensor
+from varlens.core.dtypes import get_default_dtype
 
 
 def _activation(a):
@@ -35,7 +37,6 @@ def _activation(a):
 
 def generate_square_subsequent_mask(sz, dtype=None):
     """(sz, sz) float mask with -inf above the diagonal (torch.nn.Transformer's helper)."""
-    from varlens.core.dtypes import get_default_dtype
     m = xp.triu(xp.full((sz, sz), -xp.inf), k=1).astype(dtype or get_default_dtype())
     return Tensor._make(m)
 
@@ -185,6 +186,16 @@ class Transformer(Module):
             TransformerDecoderLayer(d_model, nhead, **kw), num_decoder_layers,
             LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
         self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+        self._reset_parameters()
+
+    def _reset_parameters(self):
+        """PyTorch's re-initialisation of a freshly built Transformer: every parameter with more
+        than one dimension (attention in/out projections, feed-forward weights; custom encoders and
+        decoders included) is drawn again from xavier_uniform_; biases and LayerNorm affine
+        parameters keep their values.  Without it the model trains to a different loss."""
+        for p in self.parameters():
+            if p.dim() > 1:
+                xavier_uniform_(p)
 
     def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
                 src_key_padding_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None,

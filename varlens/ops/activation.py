@@ -1,4 +1,6 @@
-"""varlens.ops.activation."""
+"""Activations (torch's nn.functional activations that are ops of their own): relu, leaky_relu,
+elu, gelu (exact and tanh), silu, softplus.  Each is one Function, its derivative beside its
+forward (seed 001 §2.3 for ReLU's value at 0)."""
 from __future__ import annotations
 from varlens.core import array as B
 from varlens.core import primitives as D

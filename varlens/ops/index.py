@@ -1,4 +1,7 @@
-"""Indexing: slicing, advanced indexing, gather/scatter, masked_fill.
+"""Indexing: slicing, advanced indexing, gather/scatter (and scatter_reduce, index_add/copy/fill,
+put, select/slice/diagonal scatters), masked_fill/masked_select/masked_scatter, take, nonzero,
+and the ops that read or place elements by position: tril/triu, diag/diagonal/diag_embed,
+repeat_interleave, combinations.
 
 The backward of reading ``x[key]`` is writing: the cotangent is scattered into a
 zero tensor of x's shape at ``key``, with repeated indices accumulated (so an

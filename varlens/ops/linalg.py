@@ -1,4 +1,7 @@
-"""Matrix products, kept as BLAS primitives (NumPy's matmul calls the BLAS GEMM).
+"""Linear algebra: matrix products kept as BLAS primitives (NumPy's matmul calls the BLAS GEMM), the
+product family (addmm, baddbmm, tensordot, kron, ...), norms, and torch.linalg's decompositions
+(cholesky, qr, svd, eigh, lu, lstsq, pinv, matrix_exp, solve_triangular, ...).  The
+decompositions' notes follow the matrix products' below.
 
 For out = a @ b:  dL/da = g @ b^T  and  dL/db = a^T @ g  (seed 003 eq. 1.6.5:
 the weight gradient is the stored input transposed times the output cotangent).
@@ -50,14 +53,12 @@ from varlens.ops.shape import stack
 from varlens.ops.index import tril
 from varlens.ops.index import triu
 from varlens.ops.index import _diagonal
-from varlens.ops.einsum import einsum as _einsum
 from varlens.ops.shape import narrow
 from varlens.ops import pointwise as E
 from varlens.ops.reduce import Norm2
 from varlens.ops.reduce import _tname
 from varlens.ops.compare import ne
 from varlens.ops.reduce import norm_dims
-from varlens.ops.reduce import sum
 
 
 class MatMul(Function):
@@ -152,12 +153,6 @@ def outer(a, b):
     if a.ndim != 1 or b.ndim != 1:
         raise RuntimeError(f"outer: Expected 1-D arguments, but got shapes {tuple(a.shape)} and {tuple(b.shape)}")
     return MatMul.apply(reshape(a, (-1, 1)), reshape(b, (1, -1)))
-
-
-def einsum(equation, *operands):
-    """einsum built from transposes, reshapes and one matmul where possible is future work;
-    this version handles any equation through a differentiable composite of products and sums."""
-    return _einsum(equation, *operands)
 
 
 # ---------------------------------------------------------------- inverse, determinant, solve
@@ -1848,33 +1843,6 @@ def pca_lowrank(A, q=None, center=True, niter=2):
     return svd_lowrank(X, q)
 
 
-# ---------------------------------------------------------------- registration
-# top-level torch names (varlens.cholesky, ...) and Tensor methods
-FUNCTIONS = {
-    "cholesky": cholesky_old, "cholesky_solve": cholesky_solve, "cholesky_inverse": cholesky_inverse,
-    "qr": qr_old, "svd": svd_old, "pinverse": pinverse, "matrix_power": matrix_power,
-    "matrix_exp": matrix_exp, "triangular_solve": triangular_solve, "geqrf": geqrf, "orgqr": orgqr,
-    "ormqr": ormqr, "lu": lu_old, "lu_solve": lu_solve_old, "lu_unpack": lu_unpack,
-    "svd_lowrank": svd_lowrank, "pca_lowrank": pca_lowrank,
-}
-
-
-METHODS = {
-    "cholesky": cholesky_old, "cholesky_solve": cholesky_solve, "cholesky_inverse": cholesky_inverse,
-    "qr": qr_old, "svd": svd_old, "pinverse": pinverse, "matrix_power": matrix_power,
-    "matrix_exp": matrix_exp, "triangular_solve": triangular_solve, "geqrf": geqrf, "orgqr": orgqr,
-    "ormqr": ormqr, "lu": lu_old, "lu_solve": lu_solve_old,
-}
-
-
-def install():
-    """Set the Tensor methods (x.cholesky(), x.svd(), ...) and return the top-level functions."""
-    for name, f in METHODS.items():
-        if not hasattr(Tensor, name):
-            setattr(Tensor, name, f)
-    return dict(FUNCTIONS)
-
-
 def norm(x, p=2, dim=None, keepdim=False):
     """Vector p-norm over dim (all elements if None), differentiable."""
     if x._data.dtype.kind in "biu":
@@ -1888,14 +1856,14 @@ def norm(x, p=2, dim=None, keepdim=False):
     if p is None or p in ("fro", 2, 2.0):
         return Norm2.apply(x, norm_dims(dim, x.ndim, "norm"), keepdim)
     if p == 0:
-        return sum((x != 0).to(x.dtype), dim, keepdim)
+        return _reduce_sum((x != 0).to(x.dtype), dim, keepdim)
     if p == float("-inf"):
         return amin(E.abs(x), dim, keepdim)
     if p in (1, 1.0):
-        return sum(E.abs(x), dim, keepdim)
+        return _reduce_sum(E.abs(x), dim, keepdim)
     if p == float("inf"):
         return amax(E.abs(x), dim, keepdim)
-    return E.pow(sum(E.pow(E.abs(x), p), dim, keepdim), 1.0 / p)
+    return E.pow(_reduce_sum(E.pow(E.abs(x), p), dim, keepdim), 1.0 / p)
 
 
 def dist(input, other, p=2):  # noqa: A002
@@ -1907,7 +1875,7 @@ def dist(input, other, p=2):  # noqa: A002
     if p == -math.inf:
         return amin(a)
     if p == 0:
-        return sum(cast(ne(diff, 0), diff.dtype))
+        return _reduce_sum(cast(ne(diff, 0), diff.dtype))
     if p == 2:
         return norm(diff)
-    return _pointwise_pow(sum(_pointwise_pow(a, p)), 1.0 / p)
+    return _pointwise_pow(_reduce_sum(_pointwise_pow(a, p)), 1.0 / p)

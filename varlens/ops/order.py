@@ -1,4 +1,5 @@
-"""Sorting and selection: sort, argsort, topk.
+"""Sorting and order statistics: sort, argsort, msort, topk, kthvalue, median/nanmedian, quantile,
+mode, unique/unique_consecutive, searchsorted/bucketize, bincount, histc/histogram.
 
 Indices carry no gradient; the values are read with ``gather``, so their gradient is
 scattered back to the positions they came from (the adjoint of a permutation).

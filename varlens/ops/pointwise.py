@@ -1,4 +1,7 @@
-"""Elementwise ops: arithmetic, transcendental functions and activations.
+"""Pointwise ops: arithmetic, exp/log, powers, trigonometric and hyperbolic functions, rounding,
+where/clamp/cast, and torch's other pointwise functions (hypot, logaddexp, copysign, fmod,
+frac, logit, nan_to_num, float_power, ldexp, frexp, gcd/lcm, bit shifts).  Activations are in
+varlens/ops/activation.py.
 
 Convention for every backward here: it returns dL/d(input) = dL/d(out) * d(out)/d(input)
 elementwise (the chain rule of seed 003 §1.6 / seed 001 §3.1, one entry of the
@@ -508,6 +511,8 @@ class Tanh(Function):
 
     def backward(self, g):
         y = self.saved[0]
+        if g.__class__ is xp.ndarray:
+            return _KP.tanh_grad(g, y)  # one compiled pass for float32
         return g * (1 - y * y)
 
 

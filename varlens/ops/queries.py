@@ -1,4 +1,6 @@
-"""varlens.ops.queries."""
+"""Queries about a tensor or a dtype that PyTorch exposes as functions: is_floating_point,
+is_complex, is_signed, is_nonzero, is_same_size, get_device, result_type (PyTorch's promotion
+between tensors and Python numbers; the dtype-only rules are in varlens/core/dtypes.py)."""
 from __future__ import annotations
 from varlens.core import dtypes as DT
 from varlens.core.tensor import Tensor

@@ -1,4 +1,6 @@
-"""Reductions over dimensions: sum, mean, var/std, max/min, logsumexp, softmax.
+"""Reductions over dimensions: sum, mean, var/std, max/min, logsumexp, softmax/log_softmax, prod,
+nansum/nanmean, aminmax, count_nonzero, all/any.  (Norms are in varlens/ops/linalg.py, cumulative
+ops in varlens/ops/scan.py.)
 
 Each backward spreads the cotangent of the reduced output back over the
 elements that produced it (re-inserting the reduced axes first).

@@ -1,4 +1,7 @@
-"""varlens.ops.scan."""
+"""Cumulative (scan) ops: cumsum, cumprod (exact gradient with zeros in the input), cummax/cummin
+(values gathered at the running arg-extremes), logcumsumexp, diff, trapezoid and
+cumulative_trapezoid.  The backward of a prefix sum is the reversed prefix sum of the
+cotangent."""
 from __future__ import annotations
 from varlens.ops.reduce import amax
 from varlens.ops.pointwise import exp

@@ -1,4 +1,5 @@
-"""Shape ops: views and rearrangements.  Backward applies the inverse rearrangement
+"""Shape ops: views and rearrangements (reshape, permute, expand, cat/stack/split and the
+hstack/vstack/tensor_split families, flip/rot90/roll, movedim, atleast_*d, tile, unfold).  Backward applies the inverse rearrangement
 to the cotangent (reshape back, inverse permutation, split what was concatenated)."""
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""varlens.ops.special."""
+"""Special functions (torch.special's differentiable core): lgamma, digamma, polygamma, erfinv,
+xlogy, i0/i0e/i1/i1e, ndtri, log_ndtr, erfcx, entr, zeta, igamma/igammac, mvlgamma.  Forward
+by SciPy where NumPy has none; each Function's docstring gives the derivative its backward
+computes.  The torch.special namespace (argument checks, aliases) is varlens/special.py."""
 from __future__ import annotations
 from varlens.core import primitives as D
 from varlens.core.function import Function
@@ -173,3 +176,83 @@ def mvlgamma(input, p):  # noqa: A002
     for i in range(1, p):
         out = out + lgamma(x - i / 2)
     return out + p * (p - 1) / 4 * math.log(math.pi)
+
+
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+
+
+def _i1_grad(g, x, y):
+    """dI1/dx = I0(x) - I1(x)/x, which is 1/2 at x = 0."""
+    safe = xp.where(x == 0, 1, x)
+    d = xp.where(x == 0, 0.5, _sp("i0")(x) - y / safe)
+    return g * d.astype(x.dtype, copy=False)
+
+
+def _i1e_grad(g, x, y):
+    """d(e^{-|x|} I1(x))/dx = i0e(x) - y (sign(x) + 1/x), which is 1/2 at x = 0."""
+    safe = xp.where(x == 0, 1, x)
+    d = xp.where(x == 0, 0.5, _sp("i0e")(x) - y * (xp.sign(x) + 1 / safe))
+    return g * d.astype(x.dtype, copy=False)
+
+
+# Forward by SciPy, derivative beside it (g: incoming gradient, x: input, y: output).
+Ndtri = _scipy_unary("Ndtri", "ndtri", lambda g, x, y: g * _SQRT_2PI * xp.exp(0.5 * y * y),
+                     "y = Phi^{-1}(p) (the standard normal quantile);  dy/dp = 1/phi(y) = sqrt(2 pi) e^{y^2/2}.")
+
+
+LogNdtr = _scipy_unary("LogNdtr", "log_ndtr", lambda g, x, y: g * xp.exp(-0.5 * x * x - _LOG_SQRT_2PI - y),
+                       "y = log Phi(x);  dy/dx = phi(x)/Phi(x) = exp(-x^2/2 - log sqrt(2 pi) - y) (no underflow).")
+
+
+Erfcx = _scipy_unary("Erfcx", "erfcx", lambda g, x, y: g * (2 * x * y - 2.0 / math.sqrt(math.pi)),
+                     "y = e^{x^2} erfc(x);  dy/dx = 2 x y - 2/sqrt(pi).")
+
+
+I0e = _scipy_unary("I0e", "i0e", lambda g, x, y: g * (_sp("i1e")(x).astype(x.dtype, copy=False) - xp.sign(x) * y),
+                   "y = e^{-|x|} I0(x);  dy/dx = i1e(x) - sign(x) y  (I0' = I1).")
+
+
+I1 = _scipy_unary("I1", "i1", _i1_grad, "y = I1(x);  dy/dx = I0(x) - I1(x)/x, which is 1/2 at x = 0.")
+
+
+I1e = _scipy_unary("I1e", "i1e", _i1e_grad,
+                   "y = e^{-|x|} I1(x);  dy/dx = i0e(x) - y (sign(x) + 1/x), which is 1/2 at x = 0.")
+
+
+class Entr(Function):
+    """y = -x log x for x > 0, 0 at x = 0, -inf for x < 0;  dy/dx = -(1 + log x)
+    (+inf at 0 and NaN below 0, as PyTorch)."""
+
+    def forward(self, x):
+        self.save_for_backward(x)
+        with xp.errstate(divide="ignore", invalid="ignore"):
+            y = xp.where(x > 0, -x * xp.log(xp.where(x > 0, x, 1)), xp.where(x == 0, 0, -xp.inf))
+        return y.astype(x.dtype, copy=False)
+
+    def backward(self, g):
+        x = self.saved[0]
+        if isinstance(x, xp.ndarray):
+            with xp.errstate(divide="ignore", invalid="ignore"):
+                return g * -(1 + xp.log(x))
+        return g * -(1 + D.log(x))
+
+
+class Zeta(Function):
+    """Hurwitz zeta(x, q) = sum_k (k + q)^-x;  d/dq = -x zeta(x + 1, q).  The derivative in x is
+    not implemented (as PyTorch).  Second derivatives are not implemented."""
+
+    differentiable_backward = False
+
+    def forward(self, x, q):
+        self.x, self.q = x, q
+        return xp.asarray(_sp("zeta")(x, q)).astype(xp.result_type(x, q), copy=False)
+
+    def backward(self, g):
+        x, q = self.x, self.q
+        gq = None
+        if self.next[1] is not None:
+            gq = g * (-x * _sp("zeta")(x + 1, q))
+        return None, gq

@@ -25,6 +25,13 @@ from varlens.ops.activation import relu as _relu_op
 from varlens.ops.index import getitem as _getitem_op, index_key as _index_key_op, setitem as _setitem_op
 from varlens.ops.shape import permute as _permute_op, reshape as _reshape_op
 from varlens.random import _gen
+from varlens.ops import compare as _compare
+from varlens.ops._args import _tensor
+from varlens.ops.creation import bernoulli
+from varlens.ops.pointwise import cast
+from varlens.ops.pointwise import float_power
+import math
+from varlens.ops.pointwise import trunc
 
 _UNARY = {"exp": _exp_op, "log": _log_op, "sqrt": _sqrt_op, "abs": _abs_op, "neg": _neg_op, "tanh": _tanh_op,
           "sin": _sin_op, "cos": _cos_op}
@@ -358,3 +365,118 @@ METHODS = {
     "__itruediv__": div_,
     "clip_": clamp_,
 }
+
+
+# ---------------------------------------------------------------- in place
+def _inplace_from(name, fn):
+    """``name_``: the out-of-place ``fn`` written back into this tensor (as the in-place ops
+    in tensor.py: an array update outside autograd, a re-pointed result inside it)."""
+    def method(self, *args, **kwargs):
+        other_rg = any(isinstance(a, Tensor) and a._rg for a in args) or \
+            any(isinstance(v, Tensor) and v._rg for v in kwargs.values())
+
+        def arr(a):
+            if not a.flags.writeable:
+                raise RuntimeError(f"{name}_: this tensor is a read-only view and cannot be changed in "
+                                   "place; clone() it first")
+            with _gm.no_grad():
+                r = fn(Tensor._make(a), *args, **kwargs)
+            if r._data.shape != a.shape:
+                raise RuntimeError(f"{name}_: the result has shape {tuple(r._data.shape)}, not the "
+                                   f"tensor's {tuple(a.shape)}")
+            a[...] = r._data
+        return _inplace(self, lambda: fn(self, *args, **kwargs), arr, other_rg)
+    method.__name__ = name + "_"
+    method.__doc__ = f"In-place {name}."
+    return method
+
+
+def _reshaping_inplace(name, fn):
+    """``unsqueeze_``, ``t_``...: the tensor takes the new shape (a view of the same data)."""
+    def method(self, *args):
+        if self._node is None:  # a leaf stays a leaf: only its array takes the new shape
+            with _gm.no_grad():
+                self._data = fn(self, *args)._data
+            return self
+        res = fn(self, *args)
+        self._data, self._node = res._data, res._node
+        return self
+    method.__name__ = name + "_"
+    return method
+
+
+def _random_fill(kind):
+    def method(self, *args, generator=None):
+        g = _gen(generator)
+        if kind == "exponential":
+            lam = args[0] if args else 1.0
+            return _random_(self, lambda s: -xp.log1p(-g.random(s)) / lam)
+        lo, hi = (0, args[0]) if len(args) == 1 else ((args[0], args[1]) if args else (0, 2 ** 24))
+        return _random_(self, lambda s: g.integers(lo, hi, s))
+    method.__name__ = kind + "_"
+    return method
+
+
+def _identity(input):  # noqa: A002
+    """resolve_conj / resolve_neg / conj: real tensors have no lazy conjugate or negation bit."""
+    return input
+
+
+def _bfloat16_error(*_a, **_k):
+    raise RuntimeError("bfloat16 is not supported: NumPy has no bfloat16 dtype, so varlens has none "
+                       "(use .float() for float32 or .half() for float16)")
+
+
+def _H(self):
+    if self.ndim != 2:
+        raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors), got a {self.ndim}-D tensor; "
+                           "for batches of matrices use tensor.mH")
+    return self.T
+
+
+def _o_trunc(input):  # noqa: A002
+    return trunc(input)
+
+
+def _torch_inplace(name):
+    def f(input, *args, **kwargs):  # noqa: A002
+        return getattr(_tensor(input, f"{name}_: input"), name + "_")(*args, **kwargs)
+    f.__name__ = name + "_"
+    return f
+
+
+def _cmp_cast(name):
+    def f(self, other):
+        return cast(getattr(_compare, name)(self, other), self.dtype)
+    return f
+
+
+def _float_power_(self, exponent):
+    if self.dtype != xp.dtype("float64"):
+        raise RuntimeError(f"float_power_: the base has dtype {self.dtype} but the result is float64; "
+                           "in-place float_power_ needs a float64 tensor (call .double() first)")
+    return _inplace_from("float_power", float_power)(self, exponent)
+
+
+def _bernoulli_method(self, p=None, *, generator=None):
+    if p is None:
+        return bernoulli(self, generator=generator)
+    return Tensor._make((_gen(generator).random(tuple(self.shape)) < p).astype(self.dtype))
+
+
+def _rand_fill(kind):
+    def method(self, *args, generator=None):
+        g = _gen(generator)
+        if kind == "cauchy":
+            med, sig = (list(args) + [0.0, 1.0][len(args):])[:2]
+            return _random_(self, lambda s: med + sig * xp.tan(math.pi * (g.random(s) - 0.5)))
+        if kind == "log_normal":
+            mean, std = (list(args) + [1.0, 2.0][len(args):])[:2]
+            return _random_(self, lambda s: xp.exp(g.normal(mean, std, s)))
+        p = args[0] if args else 0.5
+        if not 0 < p <= 1:
+            raise RuntimeError(f"geometric_: p must be in (0, 1], got {p}")
+        return _random_(self, lambda s: xp.floor(xp.log1p(-g.random(s)) / math.log1p(-p)) + 1 if p < 1
+                             else xp.ones(s))
+    method.__name__ = kind + "_"
+    return method

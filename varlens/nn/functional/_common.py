@@ -8,9 +8,9 @@ import numbers
 
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
-from varlens.nn._errors import NotTensorError
+from varlens.nn.functional._errors import NotTensorError
 from varlens.ops.pointwise import torch_dtype_name, type_name
-from varlens.ops.extra import _inplace_from
+from varlens.ops.tensor_methods import _inplace_from
 
 
 

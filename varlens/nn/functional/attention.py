@@ -30,7 +30,6 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     inputs): project, split into heads, scaled dot-product attention (seed 003 §7.1), merge,
     project out.  Returns (output, weights or None)."""
     op = "multi_head_attention_forward"
-    from varlens.nn.attention import merge_masks
     if static_k is not None or static_v is not None:
         raise NotImplementedError(f"{op}: static_k / static_v are not supported")
     batched = query.ndim == 3
@@ -87,3 +86,48 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         out = _ops.squeeze(out, 1)
         w = _ops.squeeze(w, 0) if w is not None else None
     return out, w
+
+
+def _mask_array(m, name):
+    if m is None:
+        return None
+    return m._data if isinstance(m, Tensor) else xp.asarray(m)
+
+
+def merge_masks(attn_mask, key_padding_mask, n_batch, n_heads, L, S, dtype):
+    """Combine MultiheadAttention-style masks (True / -inf = blocked) into one additive or
+    boolean 'allowed' mask of shape broadcastable to (N, H, L, S) for SDPA."""
+    allowed = None
+    additive = None
+    if attn_mask is not None:
+        a = _mask_array(attn_mask, "attn_mask")
+        if a.ndim == 3:  # (N*H, L, S)
+            if a.shape[0] != n_batch * n_heads:
+                raise RuntimeError(f"MultiheadAttention: a 3-D attn_mask must have shape "
+                                   f"({n_batch * n_heads}, {L}, {S}), got {tuple(a.shape)}")
+            a = a.reshape(n_batch, n_heads, L, S)
+        elif a.ndim == 2:
+            if a.shape != (L, S):
+                raise RuntimeError(f"MultiheadAttention: a 2-D attn_mask must have shape ({L}, {S}), "
+                                   f"got {tuple(a.shape)}")
+        else:
+            raise RuntimeError(f"MultiheadAttention: attn_mask must be 2-D or 3-D, got {a.ndim}-D")
+        if a.dtype == bool:
+            allowed = ~a
+        else:
+            additive = a.astype(dtype)
+    if key_padding_mask is not None:
+        k = _mask_array(key_padding_mask, "key_padding_mask")
+        if k.shape != (n_batch, S):
+            raise RuntimeError(f"MultiheadAttention: key_padding_mask must have shape ({n_batch}, {S}), "
+                               f"got {tuple(k.shape)}")
+        k = k.reshape(n_batch, 1, 1, S)
+        if k.dtype == bool:
+            allowed = ~k if allowed is None else (allowed & ~k)
+        else:
+            additive = k.astype(dtype) if additive is None else additive + k.astype(dtype)
+    if additive is None:
+        return allowed
+    if allowed is not None:
+        additive = xp.where(allowed, additive, -xp.inf)
+    return additive

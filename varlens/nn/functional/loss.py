@@ -8,7 +8,7 @@ import warnings
 from varlens import ops as _ops
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
-from varlens.nn._errors import ArgRuntimeError
+from varlens.nn.functional._errors import ArgRuntimeError
 from varlens.nn.functional._common import (_arr, _const, _dtype_name, _need_tensor, _require_tensor, _shape,
                                            NotATensorError)
 from varlens.nn.functional.activation import logsigmoid
@@ -279,11 +279,11 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                            "binary_cross_entropy_with_logits)")
     if weight is not None:
         _need_tensor(weight, "weight", 3, "binary_cross_entropy", NotATensorError)
-    lx = _ops.clamp(_ops.log(input), min=-100.0)
-    l1x = _ops.clamp(_ops.log(1 - input), min=-100.0)
-    loss = -(target * lx + (1 - target) * l1x)
-    if weight is not None:
-        loss = loss * weight
+    # one op with PyTorch's closed-form gradient, finite at p = 0 and 1 (ops/nn/binary_cross_entropy.py)
+    from varlens.ops.nn.binary_cross_entropy import BinaryCrossEntropy
+    if weight is not None and tuple(weight.shape) != tuple(input.shape):
+        weight = weight.expand(*input.shape)
+    loss = BinaryCrossEntropy.apply(input, target, weight)
     return _reduce(loss, reduction)
 
 

@@ -9,7 +9,7 @@ import numbers
 from varlens import ops as _ops
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
-from varlens.nn._errors import ArgNotImplementedError, ArgRuntimeError
+from varlens.nn.functional._errors import ArgNotImplementedError, ArgRuntimeError
 from varlens.nn.functional._common import _check_int, _int_pair, _require_tensor, _shape
 from varlens.ops.nn import linear as _nn
 from varlens.ops.nn.upsample import interpolate as _nearest2d

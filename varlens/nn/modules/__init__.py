@@ -10,7 +10,7 @@ both paths.  ``varlens.nn.modules`` itself holds every public module class, as t
 import importlib as _importlib
 import sys as _sys
 
-from varlens import nn as _nn
+_nn = _importlib.import_module("varlens.nn")   # by path: during varlens.nn's own import the name varlens.nn may still be ops.nn
 
 # torch.nn.modules's submodules (torch 2.13) -> the varlens.nn module that holds the same classes
 _SUBMODULES = {name: name for name in (

@@ -284,8 +284,6 @@ class DistributedDataParallel(Module):
         """End of backward: start what is left, wait, agree on late buckets, write .grad."""
         d = self.__dict__
         d["_armed"] = False
-        if d["_progress"] is not None:
-            d["_progress"].stop()
         t0 = time.perf_counter()
         g = self.process_group
         d["_timing"]["early_buckets"] = sum(1 for b in self._buckets if b.launched)  # started during backward
@@ -308,6 +306,8 @@ class DistributedDataParallel(Module):
         if reqs:
             _pg.wait_all(reqs, "DistributedDataParallel gradient allreduce", g)
         d["_timing"]["wait_s"] = time.perf_counter() - t1
+        if d["_progress"] is not None:
+            d["_progress"].stop()  # nothing in flight until the next backward
         exp = d["_expected"]
         late = [b.late for b in self._buckets]
         used = None

@@ -3,6 +3,7 @@ vector_to_parameters)."""
 from __future__ import annotations
 
 from varlens.core.tensor import Tensor
+from varlens.ops import cat
 
 __all__ = ["parameters_to_vector", "vector_to_parameters"]
 
@@ -10,7 +11,6 @@ __all__ = ["parameters_to_vector", "vector_to_parameters"]
 def parameters_to_vector(parameters):
     """One 1-D tensor holding every parameter, flattened and concatenated in order
     (differentiable, as in PyTorch)."""
-    from varlens.ops import cat
     ps = [parameters] if isinstance(parameters, Tensor) else list(parameters)
     if not ps:
         raise ValueError("parameters_to_vector: got no parameters")

@@ -10,6 +10,7 @@ import copy
 from varlens.core.array import xp
 from varlens.nn.parameter import Parameter
 from varlens.core.tensor import Tensor
+from varlens.nn.utils.clip_grad import clip_grad_norm_
 
 __all__ = ["fuse_conv_bn_eval", "fuse_conv_bn_weights", "fuse_linear_bn_eval", "fuse_linear_bn_weights",
            "convert_conv2d_weight_memory_format", "convert_conv3d_weight_memory_format", "skip_init",
@@ -85,7 +86,6 @@ def skip_init(module_cls, *args, **kwargs):
 def clip_grad_norm(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """Deprecated alias of clip_grad_norm_ (as PyTorch)."""
     import warnings
-    from varlens.nn.utils.clip_grad import clip_grad_norm_
     warnings.warn("`nn.utils.clip_grad_norm` is now deprecated in favor of `nn.utils.clip_grad_norm_`.",
                   FutureWarning, stacklevel=2)
     return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)

@@ -12,6 +12,7 @@ from varlens.nn.utils.parametrize import register_parametrization
 from varlens.nn.utils.weight_norm import _normalize, _weight_norm, norm_except_dim
 from varlens.random import _gen
 from varlens.core.tensor import Tensor
+from varlens.nn import functional as F
 
 __all__ = ["weight_norm", "spectral_norm"]
 
@@ -84,7 +85,6 @@ class _SpectralNorm(Module):
 
     def forward(self, weight):
         if weight.ndim == 1:
-            from varlens.nn import functional as F
             return F.normalize(weight, dim=0, eps=self.eps)
         mat = self._reshape_weight_to_matrix(weight)
         if self.training:

@@ -26,6 +26,7 @@ import numpy as np
 from varlens import ops as _ops
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
+from varlens import ops
 
 
 def _lengths_array(lengths):
@@ -152,7 +153,6 @@ def invert_permutation(permutation):
 
 def pack_sequence(sequences, enforce_sorted=True):
     """Pack a list of (L_i, *) tensors (longest first unless enforce_sorted=False)."""
-    from varlens.nn.utils.rnn import pack_padded_sequence, pad_sequence
     seqs = list(sequences)
     if not seqs:
         raise ValueError("pack_sequence: expected a non-empty list of tensors")
@@ -162,7 +162,6 @@ def pack_sequence(sequences, enforce_sorted=True):
 
 def unpad_sequence(padded_sequences, lengths, batch_first=False):
     """The list of unpadded sequences x[:L_i] of a padded batch."""
-    from varlens import ops
     x = padded_sequences if batch_first else ops.transpose(padded_sequences, 0, 1)
     lens = lengths._data.tolist() if isinstance(lengths, Tensor) else [int(v) for v in lengths]
     if len(lens) != x.shape[0]:
@@ -172,6 +171,5 @@ def unpad_sequence(padded_sequences, lengths, batch_first=False):
 
 def unpack_sequence(packed_sequences):
     """The list of sequences in a PackedSequence (the inverse of pack_sequence)."""
-    from varlens.nn.utils.rnn import pad_packed_sequence
     padded, lengths = pad_packed_sequence(packed_sequences, batch_first=True)
     return unpad_sequence(padded, lengths, batch_first=True)

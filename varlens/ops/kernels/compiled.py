@@ -266,3 +266,11 @@ def adadelta_step(w, g, sq, acc, lr, rho, eps, wd, maximize):
         acc[i] = acc[i] * rho + one_m * (d * d)
         w[i] = w[i] - lr * d
 
+
+
+# ---- pointwise.py: tanh's backward
+@k
+def tanh_bwd(g, y, out):
+    for i in range(y.size):
+        v = y[i]
+        out[i] = g[i] * (ONE - v * v)

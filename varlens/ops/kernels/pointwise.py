@@ -9,7 +9,8 @@ pass each way; the other exponents are NumPy multiplications in place.
 g (Phi(x) + x phi(x)), phi the standard normal density: one compiled pass each with the
 float32 ``erf32``/``exp_nonpos`` of the package; NumPy with SciPy's erf otherwise.
 
-``relu_grad(g, y)``: g where y > 0, else 0, in one pass.
+``relu_grad(g, y)``: g where y > 0, else 0, and ``tanh_grad(g, y)``: g (1 - y^2) for
+y = tanh x, each in one pass.
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def _kernels():
     if _K:
         return _K
     from varlens.ops.kernels import compiled as c
-    _K.update(cube=c.cube, cube_grad=c.cube_grad, gelu_fwd=c.gelu_fwd, gelu_bwd=c.gelu_bwd, relu_bwd=c.relu_bwd)
+    _K.update(cube=c.cube, cube_grad=c.cube_grad, gelu_fwd=c.gelu_fwd, gelu_bwd=c.gelu_bwd, relu_bwd=c.relu_bwd,
+                  tanh_bwd=c.tanh_bwd)
     return _K
 
 
@@ -122,3 +124,12 @@ def relu_grad(g, y, use_kernel=None):
         _kernels()["relu_bwd"](g.reshape(-1), y.reshape(-1), out.reshape(-1))
         return out
     return g * (y > 0)
+
+
+def tanh_grad(g, y, use_kernel=None):
+    """g * (1 - y^2), tanh's derivative from its output y, in one pass for float32."""
+    if use_kernel if use_kernel is not None else (g.shape == y.shape and usable(g, y)):
+        out = np.empty_like(y)
+        _kernels()["tanh_bwd"](g.reshape(-1), y.reshape(-1), out.reshape(-1))
+        return out
+    return g * (1 - y * y)

@@ -1,4 +1,5 @@
-"""Convolution, transposed convolution, pooling and nearest upsampling (seed 003 §5.2).
+"""Convolution and transposed convolution (seed 003 §5.2); pooling is in pool.py, upsampling in
+upsample.py (they share this file's window helpers).
 
 Layout is PyTorch's: activations (N, C, H, W); a convolution weight is
 (out, in/groups, kh, kw); a transposed convolution's weight is (in, out/groups, kh, kw).

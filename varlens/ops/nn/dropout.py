@@ -1,4 +1,4 @@
-"""varlens.ops.nn.dropout."""
+"""Dropout as one op: out = x * m with a precomputed mask m (0 or 1/(1-p));  d/dx = m."""
 from __future__ import annotations
 from varlens.core.function import Function
 

@@ -1,4 +1,5 @@
-"""varlens.ops.nn.embedding."""
+"""Embedding lookup as one op: out = W[idx];  dL/dW adds each output row's cotangent at its index
+(repeated indices accumulate), as the adjoint of indexing."""
 from __future__ import annotations
 from varlens.core import primitives as D
 from varlens.core.function import Function

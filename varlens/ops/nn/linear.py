@@ -1,14 +1,5 @@
-"""Fused neural-network ops: linear, batch/layer/RMS norm, cross-entropy, dropout masks,
-embedding lookup and padding.
-
-Each op is one ``Function`` whose backward is the closed-form derivative, so a
-layer costs one node on the tape instead of a dozen.  The normalisation ops and
-cross-entropy cache intermediates (mean and reciprocal standard deviation, as
-llm.c does; the softmax probabilities), set ``differentiable_backward = False``
-and give a ``composite``: the same function from small ops, which second
-derivatives go through.  ``linear``, ``embedding``, ``pad`` and the dropout mask
-write their backward with ``varlens.core.primitives`` so it is itself differentiable.
-"""
+"""The fused linear layer: out = x W^T + b as one op;  dL/dx = g W, dL/dW = g^T x,
+dL/db = sum of g over the batch (seed 003 eq. 1.6.5); plus the shared BLAS reduction helpers."""
 from __future__ import annotations
 
 from varlens.core.function import Function

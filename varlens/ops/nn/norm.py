@@ -1,4 +1,6 @@
-"""varlens.ops.nn.norm."""
+"""Normalisation layers as single ops: batch norm (training and eval), layer norm, RMS norm.
+Backward in closed form (seed 003 §6: the mean and variance paths folded into one expression
+per input), shared row/channel reductions (channel_sum, channel_dot, batch_stats)."""
 from __future__ import annotations
 from varlens.core import array as B
 from varlens.core.function import Function
@@ -7,6 +9,8 @@ from varlens.ops.reduce import mean as _reduce_mean
 from varlens.ops.shape import reshape
 from varlens.ops.pointwise import sqrt
 from varlens.core.array import xp
+from varlens.core.tensor import Tensor
+from varlens import distributed as dist
 
 
 # ---------------------------------------------------------------- normalisation
@@ -280,3 +284,62 @@ def _from_rows(g2, shape):
         return g2.reshape(shape)
     moved = (shape[0],) + tuple(shape[2:]) + (shape[1],)
     return xp.moveaxis(g2.reshape(moved), -1, 1)
+
+
+def _allreduce(arr, group):
+    t = Tensor._make(arr)
+    dist.all_reduce(t, group=group)
+    return t._data
+
+
+def _global_stats(x, group):
+    """Per-channel mean, biased variance and element count over every rank's batch."""
+    axes = (0,) + tuple(range(2, x.ndim))
+    c = x.shape[1]
+    s = xp.empty(c + 1, dtype=x.dtype)
+    s[:c] = x.sum(axis=axes)
+    s[c] = x.size // c if c else 0
+    s = _allreduce(s, group)
+    count = float(s[c])
+    if count <= 1:
+        raise ValueError(f"SyncBatchNorm: expected more than 1 value per channel when training over all "
+                         f"ranks, got input size {tuple(x.shape)} on this rank and {int(count)} in all")
+    mean = s[:c] / count
+    xc = x - mean.reshape((1, -1) + (1,) * (x.ndim - 2))
+    var = _allreduce((xc * xc).sum(axis=axes), group) / count
+    return mean, var, count
+
+
+class _SyncBatchNormFunction(Function):
+    """y = (x - mean) * invstd * weight + bias with the global batch's statistics.  backward: with
+    xhat = (x - mean) * invstd, m the global element count per channel and dyw = dy * weight,
+    dx = invstd * (dyw - sum(dyw)/m - xhat * sum(dyw * xhat)/m) with the sums over all ranks
+    (the derivative of the normalisation through both statistics, seed 003 §4.3.2's batch-norm
+    backward with the batch spread over ranks); dweight = sum(dy * xhat), dbias = sum(dy), local."""
+
+    def forward(self, x, weight, bias, mean, invstd, count, group):
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        xhat = (x - mean.reshape(shape)) * invstd.reshape(shape)
+        y = xhat if weight is None else xhat * weight.reshape(shape)
+        if bias is not None:
+            y = y + bias.reshape(shape)
+        self.save_for_backward(xhat, invstd, weight)
+        self.meta = (shape, count, group)
+        return y
+
+    def backward(self, g):
+        xhat, invstd, weight = self.saved
+        shape, count, group = self.meta
+        axes = (0,) + tuple(range(2, g.ndim))
+        c = xhat.shape[1]
+        sums = xp.empty(2 * c, dtype=g.dtype)
+        sums[:c] = g.sum(axis=axes)
+        sums[c:] = (g * xhat).sum(axis=axes)
+        gb, gw = sums[:c].copy(), sums[c:].copy()  # local: DDP averages them with the other gradients
+        if weight is not None:
+            sums *= xp.concatenate([weight, weight])
+        tot = _allreduce(sums, group)
+        scale = invstd if weight is None else weight * invstd
+        dx = scale.reshape(shape) * g - (invstd * tot[:c] / count).reshape(shape) \
+            - xhat * (invstd * tot[c:] / count).reshape(shape)
+        return dx, gw, gb

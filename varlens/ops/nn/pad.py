@@ -1,4 +1,4 @@
-"""varlens.ops.nn.pad."""
+"""Constant padding as one op: the cotangent of the padded output is cropped back."""
 from __future__ import annotations
 from varlens.core import primitives as D
 from varlens.core.function import Function

@@ -1,4 +1,6 @@
-"""varlens.ops.nn.pool."""
+"""Pooling: max pooling (the gradient goes to the first maximum of each window, as PyTorch),
+average pooling (spread evenly over the window, count_include_pad as PyTorch), adaptive average
+pooling (a pooling matrix per axis)."""
 from __future__ import annotations
 from varlens.core import primitives as D
 from varlens.core.function import Function

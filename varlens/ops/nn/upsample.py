@@ -1,4 +1,5 @@
-"""varlens.ops.nn.upsample."""
+"""Upsampling: nearest-neighbour (the backward sums each output block back onto its source
+pixel) and interpolate's other modes, composed from checked ops."""
 from __future__ import annotations
 from varlens.core import primitives as D
 from varlens.core.function import Function

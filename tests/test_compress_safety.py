@@ -55,9 +55,10 @@ def test_a_stream_that_ends_early_is_refused_quickly():
 
 
 def test_round_trips_still_work_at_the_bound():
-    for data in (b"", b"a", bytes(5000), TEXT):
-        for model in (AdaptiveOrder0Model(), UniformModel(), None):
+    for data in (b"", b"a", bytes(3000), TEXT):
+        for model in (AdaptiveOrder0Model(), UniformModel()):
             assert decompress(compress(data, model)) == data
+    assert decompress(compress(TEXT)) == TEXT                        # the default PPM model
 
 
 def test_every_truncation_of_a_header_is_one_clear_error():
@@ -83,7 +84,7 @@ def test_deeply_nested_spec_is_refused():
     spec = {"name": "uniform"}
     for _ in range(50):
         spec = {"name": "mix", "models": [spec, {"name": "uniform"}]}
-    text = b'{"name":"mix","models":[' * 5000 + b"]}" * 5000
+    text = b'{"name":"mix","models":[' * 2000 + b"]}" * 2000
     for s in (spec, text):
         out = decode_or_error(forge(s, 10))
         assert isinstance(out, CompressedFileError), out

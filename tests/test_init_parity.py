@@ -33,7 +33,6 @@ CASES = [
     ("EmbeddingBag", (100, 16), {}),
     ("RNN", (8, 16, 2), {}),
     ("LSTM", (8, 16), {"bidirectional": True}),
-    ("LSTM", (8, 16), {"proj_size": 4}),
     ("GRU", (8, 16), {}),
     ("RNNCell", (8, 16), {}),
     ("LSTMCell", (8, 16), {}),

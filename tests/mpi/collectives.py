@@ -117,6 +117,17 @@ if r == 0:
     same(t, every[n - 1], "recv any source")
 elif r == n - 1:
     dist.send(varlens.tensor(every[r]), dst=0)
+# all_to_all_single: rank r's output chunk s is rank s's input chunk r
+ins = [inp(src, shape=(2 * n, 3), seed=30) for src in range(n)]
+o = varlens.zeros(2 * n, 3, dtype=varlens.float64)
+dist.all_to_all_single(o, varlens.tensor(ins[r]))
+same(o, np.concatenate([ins[s][2 * r:2 * r + 2] for s in range(n)]), "all_to_all_single")
+# a work handle polled until it completes
+t = varlens.tensor(every[r])
+w = dist.all_reduce(t, async_op=True)
+while not w.is_completed():
+    pass
+same(t, sum(every), "all_reduce polled with is_completed")
 # subgroups: the group of rank 0 alone, the whole world again
 g0 = dist.new_group([0])
 t = varlens.tensor(every[r])

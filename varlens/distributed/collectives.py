@@ -379,7 +379,13 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
         return None
     if output_split_sizes is not None or input_split_sizes is not None:
         raise NotImplementedError("all_to_all_single: uneven split sizes are not supported (equal chunks only)")
+    _check_tensor(input, "all_to_all_single", "input")
+    _check_tensor(output, "all_to_all_single", "output")
     send = np.ascontiguousarray(input._data)
+    if send.size % g.size() or output._data.size != send.size or output._data.dtype != send.dtype:
+        raise ValueError(f"all_to_all_single: input and output must have the same dtype and size, divisible by "
+                         f"the world size {g.size()}; got input {tuple(send.shape)} {send.dtype} and output "
+                         f"{tuple(output._data.shape)} {output._data.dtype}")
     buf, own = _buffer(output)
     req = g.comm.Ialltoall(send.reshape(g.size(), -1), buf.reshape(g.size(), -1))
     return _run([req], g, "all_to_all_single", lambda: _store(output, buf, own), async_op)

@@ -230,10 +230,18 @@ def _channel_inputs(rec, x=None, meas=None):
     if not n:
         return None
     cm, cq = p["in_cmean_sum"] / n, p["in_cq_sum"] / n
+    c3 = p["in_c3_sum"] / n if p.get("in_c3_sum") is not None else None
+    if c3 is not None:
+        v = np.maximum(cq - cm * cm, 1e-300)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sk = (c3 - 3 * cm * v - cm ** 3) / v ** 1.5
+        sk = np.where(np.isfinite(sk), np.clip(sk, -2.0, 2.0), 0.0)   # the expansion holds for moderate skew
+    else:
+        sk = np.zeros_like(cm)
     if x is not None and meas is not None and meas.q > 0 and (x.q != meas.q or x.mean != meas.mean):
         r = max(x.q, 0.0) / meas.q
         cm, cq = cm * math.sqrt(r), cq * r
-    return cm, cq
+    return cm, cq, sk
 
 
 def _act_forward(rec, x, act, meas):
@@ -245,12 +253,18 @@ def _act_forward(rec, x, act, meas):
     if ch is None:
         return rules.activation_forward(x, act)
     a = rules.activation(act)
-    cm, cq = ch
-    if a.name == "relu":
-        m1, m2, _ = rules.relu_moments_array(cm, np.maximum(cq - cm * cm, 0.0))
-        return rules.Moments(float(np.mean(m1)), float(np.mean(m2)))
-    ms = [a.mean(float(m), max(float(q - m * m), 0.0)) for m, q in zip(cm, cq)]
-    qs = [a.second_moment(float(m), max(float(q - m * m), 0.0)) for m, q in zip(cm, cq)]
+    cm, cq, sk = ch
+    vv = np.maximum(cq - cm * cm, 0.0)
+    if not np.any(np.abs(sk) > 0.05):
+        if a.name == "relu":
+            m1, m2, _ = rules.relu_moments_array(cm, vv)
+            return rules.Moments(float(np.mean(m1)), float(np.mean(m2)))
+        ms = [a.mean(float(m), float(v)) for m, v in zip(cm, vv)]
+        qs = [a.second_moment(float(m), float(v)) for m, v in zip(cm, vv)]
+        return rules.Moments(float(np.mean(ms)), float(np.mean(qs)))
+    f = a.f
+    ms = [rules.gauss_expect_skewed(f, float(m), float(v), float(k)) for m, v, k in zip(cm, vv, sk)]
+    qs = [rules.gauss_expect_skewed(lambda z: f(z) ** 2, float(m), float(v), float(k)) for m, v, k in zip(cm, vv, sk)]
     return rules.Moments(float(np.mean(ms)), float(np.mean(qs)))
 
 
@@ -259,10 +273,15 @@ def _act_backward(c, gq, x, act):
     if ch is None:
         return rules.activation_backward(gq, x, act)
     a = rules.activation(act)
-    cm, cq = ch
-    if a.name == "relu":
-        return gq * float(np.mean(rules.relu_moments_array(cm, np.maximum(cq - cm * cm, 0.0))[2]))
-    return gq * float(np.mean([a.deriv_second_moment(float(m), max(float(q - m * m), 0.0)) for m, q in zip(cm, cq)]))
+    cm, cq, sk = ch
+    vv = np.maximum(cq - cm * cm, 0.0)
+    if not np.any(np.abs(sk) > 0.05):
+        if a.name == "relu":
+            return gq * float(np.mean(rules.relu_moments_array(cm, vv)[2]))
+        return gq * float(np.mean([a.deriv_second_moment(float(m), float(v)) for m, v in zip(cm, vv)]))
+    df = a.df
+    return gq * float(np.mean([rules.gauss_expect_skewed(lambda z: df(z) ** 2, float(m), float(v), float(k))
+                               for m, v, k in zip(cm, vv, sk)]))
 
 
 def _bn_eval(rec, x, meas, rm, rv, eps):

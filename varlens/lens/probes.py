@@ -753,20 +753,23 @@ def _norm_stats(x, axes, eps, rms=False, params=None):
 
 
 def _channel_moments(rec, a):
-    """Accumulate an activation input's per-channel mean and second moment (channels: axis 1 of
-    an N-d conv map, the last axis otherwise), so the rule can average over channels."""
+    """Accumulate an activation input's per-channel first three moments (channels: axis 1 of an
+    N-d conv map, the last axis otherwise), so the rule can average over channels and correct
+    for skewness."""
     if a.dtype.kind != "f" or a.ndim < 2:
         return
     x = a.astype(np.float64, copy=False)
     axes = (0,) + tuple(range(2, x.ndim)) if x.ndim >= 3 and rec.params.get("conv_input") else tuple(range(x.ndim - 1))
     with np.errstate(invalid="ignore", over="ignore"):
-        m, q = x.mean(axis=axes), (x * x).mean(axis=axes)
+        x2 = x * x
+        m, q, c3 = x.mean(axis=axes), x2.mean(axis=axes), (x2 * x).mean(axis=axes)
     p = rec.params
     if p.get("in_cmean_sum") is None or p["in_cmean_sum"].shape != m.shape:
-        p["in_cmean_sum"], p["in_cq_sum"], p["in_c_n"] = m, q, 1
+        p["in_cmean_sum"], p["in_cq_sum"], p["in_c3_sum"], p["in_c_n"] = m, q, c3, 1
     else:
         p["in_cmean_sum"] = p["in_cmean_sum"] + m
         p["in_cq_sum"] = p["in_cq_sum"] + q
+        p["in_c3_sum"] = p["in_c3_sum"] + c3
         p["in_c_n"] += 1
 
 

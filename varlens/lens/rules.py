@@ -75,6 +75,21 @@ def _gauss_expect(f, m, v):
     return total
 
 
+def gauss_expect_skewed(f, m, v, skew):
+    """E[f(z)] for z with mean m, variance v and skewness ``skew``, by the first Gram-Charlier
+    correction of the normal density: p(z) = phi(u) (1 + skew/6 He3(u)), u = (z - m)/s.  A sum of
+    a Gaussian and a rectified signal (a ReLU after a residual addition) is skewed; this term
+    carries the third moment into E[ReLU(z)^2] and E[ReLU'(z)^2]."""
+    s = math.sqrt(max(v, 0.0))
+    if s == 0.0 or not skew:
+        return _gauss_expect(f, m, v)
+
+    def g(z):
+        u = (z - m) / s
+        return f(z) * (1.0 + skew / 6.0 * (u ** 3 - 3 * u))
+    return _gauss_expect(g, m, v)
+
+
 class Activation:
     """An elementwise nonlinearity with its value and derivative (NumPy functions)."""
 

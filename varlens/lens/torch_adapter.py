@@ -42,8 +42,9 @@ import math
 import numpy as np
 
 from varlens.lens import records as R
-from varlens.lens.probes import (CROSS_OPS, LINEAR_LIKE, MIXING_KINDS, NORM_LIKE, OP_PARAM_NAMES, OP_SATURATING,
-                                 POOL_LIKE, Lens, _saturation_kind, _unit_axis, module_kind)
+from varlens.lens.probes import (ACT_NAMES, ACT_OPS, CROSS_OPS, LINEAR_LIKE, MIXING_KINDS, NORM_LIKE, OP_PARAM_NAMES,
+                                 OP_SATURATING, POOL_LIKE, Lens, _channel_moments, _norm_stats, _saturation_kind,
+                                 _unit_axis, module_kind)
 
 _torch = None       # the torch module, bound by the first TorchLens (this file never imports it at load)
 _MODE = None        # the TorchFunctionMode subclass (made once torch is imported)
@@ -189,23 +190,26 @@ _ACTIVATIONS = {"input", "query", "key", "value"}     # the arguments that carry
 
 
 def _first_tensor(obj):
+    """The first tensor in a (nested) output or argument structure, or None (torch's own pytree walk)."""
     T = _torch.Tensor
     if isinstance(obj, T):
         return obj
-    if isinstance(obj, (tuple, list)):
-        for o in obj:
-            t = _first_tensor(o)
-            if t is not None:
-                return t
-    if isinstance(obj, dict):
-        for o in obj.values():
-            t = _first_tensor(o)
-            if t is not None:
-                return t
-    return None
+    return next((x for x in _torch.utils._pytree.tree_leaves(obj) if isinstance(x, T)), None)
 
 
 # ------------------------------------------------------------------ statistics of one torch tensor
+def _host(t):
+    """A host array of ``t`` for the recorder's NumPy helpers: the zero-copy view where there is
+    one, else a copy (float32 for dtypes NumPy lacks)."""
+    a = _host_view(t)
+    if a is not None:
+        return a
+    x = t.detach()
+    if x.dtype not in _HOST_DTYPES:
+        x = x.float()
+    return x.cpu().numpy()
+
+
 def _host_view(t):
     """A zero-copy NumPy view of a C-contiguous float32/float64 CPU tensor, else None."""
     if not t.is_cpu or t.dtype not in _HOST_DTYPES or not t.is_contiguous():
@@ -372,55 +376,6 @@ def _add_units(rec, t, axis, grad=False):
     else:
         setattr(rec, fq, cur + u)
         setattr(rec, fc, getattr(rec, fc) + 1)
-
-
-def _feature_means(rec, t):
-    """probes.Lens._feature_means for a torch tensor: the mean of each input feature (Linear: last
-    axis; conv: channel axis 1, and the spatial profile of the second moment).  A host tensor is
-    handed to the varlens recorder's own function; elsewhere the same sums run as torch ops (one
-    value per feature or position leaves the device)."""
-    a = _host_view(t)
-    if a is not None:
-        Lens._feature_means(rec, a)
-        return
-    if not t.is_floating_point() or t.dim() < 2:
-        return
-    x = t.detach().to(_F64)
-    if rec.kind.startswith("Conv") or rec.kind == "conv":
-        fm = x.mean(dim=(0,) + tuple(range(2, x.dim())))
-        prof = ((x * x).sum(dim=(0, 1)) / (x.shape[0] * x.shape[1])).cpu().numpy()
-        old = rec.params.get("in_profile_sum")
-        if old is None or old.shape != prof.shape:
-            rec.params["in_profile_sum"], rec.params["in_profile_n"] = prof, 1
-        else:
-            rec.params["in_profile_sum"] = old + prof
-            rec.params["in_profile_n"] += 1
-    else:
-        fm = x.reshape(-1, x.shape[-1]).mean(dim=0)
-    fm = fm.cpu().numpy()
-    p = rec.params
-    old = p.get("in_fmean_sum")
-    if old is None or old.shape != fm.shape:
-        p["in_fmean_sum"], p["in_fmean_n"] = fm, 1
-    else:
-        p["in_fmean_sum"] = old + fm
-        p["in_fmean_n"] += 1
-
-
-def _group_var(kind, module_or_shape, t):
-    """Mean variance each normalisation group sees (BatchNorm: per channel; LayerNorm: per row)."""
-    a = _host_view(t)
-    if a is not None and not isinstance(module_or_shape, (tuple, list)):
-        return Lens._group_var(module_or_shape, a)
-    x = t.detach().to(_F64)
-    if kind.startswith("BatchNorm") or kind == "batch_norm":
-        axes = (0,) + tuple(range(2, x.dim()))
-    else:
-        shape = module_or_shape if isinstance(module_or_shape, (tuple, list)) else getattr(
-            module_or_shape, "normalized_shape", (x.shape[-1],))
-        k = len(tuple(shape)) if not isinstance(shape, int) else 1
-        axes = tuple(range(x.dim() - k, x.dim()))
-    return float(x.var(dim=axes, unbiased=False).mean())
 
 
 # ------------------------------------------------------------------ the lens
@@ -595,17 +550,29 @@ class TorchLens(Lens):
                     self.records[prod.source].params["feeds_mixing"] = how
             if rec.key not in prod.consumers and not self._is_ancestor(rec, prod):
                 prod.consumers.append(rec.key)
+        # what the rules read besides moments: the varlens recorder's own functions, on the
+        # tensor's memory (a host copy off the CPU)
         if i == 0 and module is not None and rec.kind in NORM_LIKE:
-            rec.inp_var_group = _group_var(rec.kind, module, x)
+            a = _host(x)
+            rec.inp_var_group = Lens._group_var(module, a, rec.params)
             if rec.kind.startswith("BatchNorm") and not module.training:
-                xd = x.detach().to(_F64)
-                axes = (0,) + tuple(range(2, xd.dim()))
-                rec.params["channel_mean"] = xd.mean(dim=axes).cpu().numpy()
-                rec.params["channel_q"] = (xd * xd).mean(dim=axes).cpu().numpy()
+                xd = a.astype(np.float64)
+                axes = (0,) + tuple(range(2, xd.ndim))
+                rec.params["channel_mean"] = xd.mean(axis=axes)
+                rec.params["channel_q"] = (xd * xd).mean(axis=axes)
         if i == 0 and module is not None and rec.kind in _SHAPED:
             rec.params["in_shape"] = tuple(x.shape)
         if i == 0 and self._detail and rec.kind in MIXING_KINDS:
-            _feature_means(rec, x)
+            Lens._feature_means(rec, _host(x))
+        if i == 0 and self._detail and (rec.kind in ACT_OPS or rec.kind in ACT_NAMES) and rec.kind != "Identity":
+            if prev is not None:
+                pr = self.records[prev]
+                pk = self.records[pr.source].kind if pr.source else pr.kind
+                rec.params["conv_input"] = pk.startswith("Conv") or pk in ("conv", "batch_norm") or \
+                    pk.startswith("BatchNorm") or x.dim() == 4
+            else:
+                rec.params["conv_input"] = x.dim() == 4
+            _channel_moments(rec, _host(x))
         im.add(mean, q, tuple(x.shape))
 
     def _measure(self, rec, t, check=True):
@@ -803,10 +770,9 @@ class TorchLens(Lens):
                 p["eps"] = float(named["eps"])
             elif op == "layer_norm":
                 p["eps"] = 1e-5
-            xd = x.detach().to(_F64)
             axes = tuple(range(x.dim() - nd, x.dim()))
-            rec.inp_var_group = float(((xd * xd).mean(dim=axes) if op == "rms_norm" else
-                                       xd.var(dim=axes, unbiased=False)).mean())
+            rec.inp_var_group = _norm_stats(_host(x).astype(np.float64), axes, float(p.get("eps") or 1e-5),
+                                            op == "rms_norm", p)
         elif op == "conv" and isinstance(x, _torch.Tensor):
             k = x.dim() - 2
             st, pd, dl = (named.get(n, d) for n, d in (("stride", 1), ("padding", 0), ("dilation", 1)))
@@ -829,7 +795,7 @@ class TorchLens(Lens):
             p["axes"] = axes
             p["pshape"] = tuple(x.shape[1] if i == 1 else 1 for i in range(x.dim()))
             if bs:
-                rec.inp_var_group = float(x.detach().to(_F64).var(dim=axes, unbiased=False).mean())
+                rec.inp_var_group = _norm_stats(_host(x).astype(np.float64), axes, p["eps"], False, p)
             else:
                 p["running_mean"] = rm.detach().to(_F64).reshape(-1).cpu().numpy()
                 p["running_var"] = rv.detach().to(_F64).reshape(-1).cpu().numpy()

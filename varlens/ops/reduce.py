@@ -130,7 +130,7 @@ def _numel(shape, axes):
 
 
 class Std(Function):
-    """out = sqrt(var);  d/dx = (x - mean) / ((N - correction) * std)."""
+    """out = sqrt(var);  d/dx = (x - mean) / ((N - correction) * std), 0 where std = 0."""
 
     def forward(self, x, axes, correction, keepdim):
         self.in_shape, self.axes, self.keepdim = x.shape, axes, keepdim
@@ -141,9 +141,13 @@ class Std(Function):
         return y
 
     def backward(self, g):
+        """(x - mean) / ((N - correction) std) times g, with 0 where std = 0 (a constant input),
+        as PyTorch masks it, instead of 0 / 0."""
         x, y = self.saved
         xc = x - D.sum(x, self.axes, True) * (1.0 / self.n)
-        gy = _expand_back(g / y, self.in_shape, self.axes, self.keepdim)
+        zero = y == 0
+        gy = D.where(zero, 0.0, g / D.where(zero, 1.0, y))
+        gy = _expand_back(gy, self.in_shape, self.axes, self.keepdim)
         return gy * xc * (1.0 / self.denom if self.denom else float("inf"))
 
 

@@ -15,6 +15,7 @@ from varlens.nn.functional.activation import logsigmoid
 from varlens.nn.functional.distance import pairwise_distance
 from varlens.ops.nn import linear as _nn
 from varlens.ops.nn import loss as _nn_loss_mod
+from varlens.ops.nn.binary_cross_entropy import BinaryCrossEntropy as _BinaryCrossEntropy
 
 
 
@@ -280,10 +281,9 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     if weight is not None:
         _need_tensor(weight, "weight", 3, "binary_cross_entropy", NotATensorError)
     # one op with PyTorch's closed-form gradient, finite at p = 0 and 1 (ops/nn/binary_cross_entropy.py)
-    from varlens.ops.nn.binary_cross_entropy import BinaryCrossEntropy
     if weight is not None and tuple(weight.shape) != tuple(input.shape):
         weight = weight.expand(*input.shape)
-    loss = BinaryCrossEntropy.apply(input, target, weight)
+    loss = _BinaryCrossEntropy.apply(input, target, weight)
     return _reduce(loss, reduction)
 
 

@@ -291,6 +291,8 @@ class DistributedDataParallel(Module):
         if not self.find_unused_parameters:
             unused = [i for i, h in enumerate(hits) if h == 0]
             if unused:
+                if d["_progress"] is not None:
+                    d["_progress"].stop()
                 names = ", ".join(self._param_names[i] for i in unused[:8])
                 raise RuntimeError(
                     f"DistributedDataParallel: rank {g.comm.Get_rank()}: parameters received no gradient in "

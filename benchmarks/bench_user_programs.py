@@ -15,6 +15,7 @@ flips every round), process CPU time per block, median over rounds; the ratio is
     python benchmarks/bench_user_programs.py --only x3,gelu  # some rows, printed (names: see ROWS)
     python benchmarks/bench_user_programs.py --profile nanogpt  # cProfile of varlens's step
     python benchmarks/bench_user_programs.py --gemms nanogpt    # that step's GEMMs alone, both libraries
+    python benchmarks/bench_user_programs.py --first-call       # compile / cache-load time of the kernels
 """
 from __future__ import annotations
 
@@ -608,9 +609,34 @@ def gemm_breakdown(which, rounds=3):
         tt = min(t(ft) for _ in range(rounds)) * k if ft is not None else float("nan")
         tot_v += v
         tot_t += tt if ft is not None else 0.0
-        print(f"{name:40s} NumPy {v:7.2f} ms/step   PyTorch {tt:7.2f}")
+        print(f"{name:40s} NumPy {v:7.2f} ms/step" + (f"   PyTorch {tt:7.2f}" if ft is not None else ""))
     print(f"{'total':40s} NumPy {tot_v:7.2f} ms/step   PyTorch {tot_t:7.2f}" if which == "nanogpt"
           else f"{'total':40s} NumPy {tot_v:7.2f} ms/step")
+
+
+def first_call_seconds(cold):
+    """Wall seconds of the first call of every compiled kernel in a fresh process (numba's
+    import included); ``cold``: with an empty numba cache, so everything compiles."""
+    import subprocess
+    import tempfile
+    code = (
+        "import time, numpy as np, varlens\n"
+        "from varlens.ops.kernels import pointwise as P, rows as R, optim as O\n"
+        "x = np.ones((4, 8), np.float32); t = np.zeros(4, np.int64); w = np.ones(8, np.float32)\n"
+        "t0 = time.perf_counter()\n"
+        "P.gelu(x); P.gelu_grad(x, x); P.int_power(x, 3); P.int_power_grad(x, x, 3)\n"
+        "P.relu_grad(x, x); P.tanh_grad(x, x)\n"
+        "y = R.softmax(x); R.softmax_grad(x, y); y = R.log_softmax(x); R.log_softmax_grad(x, y)\n"
+        "p, _ = R.cross_entropy(x, t); R.cross_entropy_grad(p, t, 1.0)\n"
+        "y, m, r = R.layer_norm(x, w, w, 1e-5); R.layer_norm_grad(x, x, w, m, r)\n"
+        "O.adadelta_step(x.copy(), x, x.copy(), x.copy(), 1.0, 0.9, 1e-6, 0.0, False)\n"
+        "print(time.perf_counter() - t0)\n")
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory() as d:
+        if cold:
+            env["NUMBA_CACHE_DIR"] = d
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
 
 
 def _load():
@@ -626,7 +652,14 @@ def main():
     ap.add_argument("--profile", default="", help="cProfile varlens's step of this row")
     ap.add_argument("--gemms", default="", choices=["", "nanogpt", "lstm"],
                     help="time the GEMMs of that row's step alone")
+    ap.add_argument("--first-call", action="store_true",
+                    help="seconds to the first result of every compiled kernel: warm and cold numba cache")
     a = ap.parse_args()
+    if a.first_call:
+        warm, cold = first_call_seconds(False), first_call_seconds(True)
+        print(f"first call of all kernels: {warm:.2f} s with numba's cache warm, {cold:.2f} s cold "
+              f"(load average {_load()})")
+        return
     import torch
     torch.set_num_threads(1)
     if a.profile:

@@ -338,7 +338,7 @@ class Tensor:
         return self
 
     def cuda(self, *a, **k):
-        raise RuntimeError("cuda(): varlens runs on the CPU through NumPy; no CUDA device is available")
+        raise _no_device("cuda()", "cuda")
 
     def float(self):
         return self.to(DT.float32)
@@ -388,6 +388,17 @@ _LEGACY_TYPES = {"FloatTensor": "float32", "DoubleTensor": "float64", "HalfTenso
                  "ByteTensor": "uint8", "BoolTensor": "bool"}
 _DTYPE_NAMES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
                 "half", "float", "double", "short", "int", "long"}
+
+
+class DeviceUnavailableError(RuntimeError, AssertionError):
+    """Moving a tensor or module to a device other than the CPU.  PyTorch built without CUDA
+    raises AssertionError("Torch not compiled with CUDA enabled") for 'cuda'; this is both that
+    and a RuntimeError, so code catching either works."""
+
+
+def _no_device(what, name):
+    return DeviceUnavailableError(f"Torch not compiled with CUDA enabled: {what}: device {name!r} is not available; "
+                                  "varlens runs on the CPU through NumPy (only 'cpu' is accepted)")
 
 
 class device:
@@ -485,8 +496,7 @@ def parse_to(args, kwargs):
             dtype = a
     for d in devs:
         if d is not None and device(d).type != "cpu":
-            raise RuntimeError(f"to(): device {str(d)!r} is not available; varlens runs on the CPU "
-                               "through NumPy (only 'cpu' is accepted)")
+            raise _no_device("to()", str(d))
     return dtype
 
 

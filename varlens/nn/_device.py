@@ -5,4 +5,5 @@ from __future__ import annotations
 
 def _check_device(device):
     if device is not None and not str(device).startswith("cpu"):
-        raise RuntimeError(f"device {device!r} is not available; varlens runs on the CPU")
+        from varlens.core.tensor import _no_device   # (the message and type shared with Tensor.to)
+        raise _no_device("layer construction", str(device))

@@ -16,7 +16,7 @@ from varlens.core import array as B
 from varlens.core import dtypes as DT
 from varlens.core import grad_mode as _gm
 from varlens.nn.parameter import Parameter
-from varlens.core.tensor import Tensor, parse_to
+from varlens.core.tensor import Tensor, _no_device, parse_to
 from varlens.ops.nn.hooks import _HookIdentity
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -516,7 +516,7 @@ class Module:
         return self
 
     def cuda(self, device=None):
-        raise RuntimeError("cuda(): varlens runs on the CPU through NumPy; no CUDA device is available")
+        raise _no_device("cuda()", "cuda")
 
     # ------------------------------------------------------------------ state dict
     def state_dict(self, *args, destination=None, prefix="", keep_vars=False):

@@ -42,7 +42,8 @@ def pad(input, pad, mode="constant", value=None):
             continue
         n = input.shape[d]
         if mode == "reflect" and (lo >= n or hi >= n):
-            raise ValueError(f"pad: reflect padding ({lo}, {hi}) must be smaller than the dimension size {n}")
+            raise ArgRuntimeError(f"pad: reflect padding ({lo}, {hi}) must be smaller than the dimension size {n} "
+                                  "(PyTorch raises RuntimeError)")
         idx = xp.pad(xp.arange(n), (lo, hi), mode=npmode)
         out = _ops.index_select(out, d, Tensor._make(idx))
     return out

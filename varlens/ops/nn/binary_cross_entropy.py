@@ -7,8 +7,8 @@ Backward: PyTorch does not differentiate the clamped expression (whose derivativ
 0 * inf = NaN); it uses the closed form d/dx = w (x - y) / max(x (1 - x), 1e-12), which is the
 derivative of the unclamped loss, -y/x + (1 - y)/(1 - x) = (x - y) / (x (1 - x)), with the
 denominator kept away from 0.  So a correct prediction at the boundary (x = y = 0 or 1) gets
-gradient 0 and a wrong one a large finite value (1e12).  d/dy = w [max(log(1 - x), -100) -
-max(log x, -100)].  Second derivatives go through ``composite`` (the clamped expression).
+gradient 0 and a wrong one a large finite value (1e12).  d/dy = w [log(1 - x) - log x]
+(unclamped, as PyTorch).  Second derivatives go through ``composite`` (the clamped expression).
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ class BinaryCrossEntropy(Function):
 
     def backward(self, g):
         """d/dx = w (x - y) / max(x (1 - x), 1e-12) (PyTorch's form, finite at x = 0 and 1);
-        d/dy = w (clamped log(1 - x) - clamped log x)."""
+        d/dy = w (log(1 - x) - log x)."""
         x, y, w = self.saved
         gx = gy = None
         if self.next[0] is not None:
@@ -47,8 +47,8 @@ class BinaryCrossEntropy(Function):
             if w is not None:
                 gx = gx * w
         if self.next[1] is not None:
-            lx, l1x = _logs(x)
-            gy = g * (l1x - lx)
+            with xp.errstate(divide="ignore"):
+                gy = g * (xp.log1p(-x) - xp.log(x))     # unclamped, as PyTorch's target gradient
             if w is not None:
                 gy = gy * w
         return gx, gy, None

@@ -144,11 +144,51 @@ def run(sizes, batch, steps):
     return {k: statistics.median(v) for k, v in times.items()}, times
 
 
+def paired(sizes, batch, rounds):
+    """Per round, 5 steps of each variant back to back in a shuffled order; the overhead is the
+    median over rounds of (variant time / no-lens time) - 1.  Pairing within a round cancels
+    the slow drift of a loaded host's speed, which the block medians of run() do not."""
+    torch.set_num_threads(1)
+    g = np.random.default_rng(0)
+    x = vl.tensor(g.standard_normal((batch, sizes[0])).astype(np.float32))
+    y = vl.tensor(g.integers(0, sizes[-1], batch))
+    variants = {}
+    for name, kw in (("none", None), ("lens", {}), ("lens, ops=False", {"ops": False}),
+                     ("lens, every 10", {"every": 10})):
+        m, _ = build(sizes)
+        variants[name] = make_step(m, x, y, None if kw is None else Lens(m, **kw))
+    for fn in variants.values():
+        fn()
+        fn()
+    ratios = {k: [] for k in variants if k != "none"}
+    order = list(variants)
+    rng = np.random.default_rng(2)
+    for _ in range(rounds):
+        rng.shuffle(order)
+        t = {}
+        for k in order:
+            t0 = time.perf_counter()
+            for _ in range(10):         # 10 steps: one of them takes the weight statistics
+                variants[k]()
+            t[k] = time.perf_counter() - t0
+        for k in ratios:
+            ratios[k].append(t[k] / t["none"])
+    return {k: statistics.median(v) - 1 for k, v in ratios.items()}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--steps", type=int, default=200, help="interleaved steps per variant")
+    ap.add_argument("--paired", type=int, default=0, metavar="ROUNDS",
+                    help="only the paired per-round overhead ratios of the 784-512-512-10 MLP (a loaded host)")
     args = ap.parse_args()
+    if args.paired:
+        res = paired((784, 512, 512, 10), 128, args.paired)
+        print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; {machine()}; 784-512-512-10, "
+              f"batch 128, {args.paired} rounds of 10 steps per variant; median per-round overhead: "
+              + ", ".join(f"{k} {v * 100:+.1f}%" for k, v in res.items()))
+        return 0
     lines = [SECTION, "",
              f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; {machine()}; NumPy {np.__version__}, "
              f"PyTorch {torch.__version__} (1 thread; OpenBLAS 1 thread); float32; one step = zero_grad, forward, "

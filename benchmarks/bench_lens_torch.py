@@ -122,7 +122,8 @@ def main():
                 return f"{(med[k] / base - 1) * 100:+.1f}%"
             row = (f"| {'-'.join(map(str, sizes))}, batch {batch} | {clock} | {base * 1e3:.2f} | "
                    f"{med['lens, every step'] * 1e3:.2f} | {pct('lens, every step')} | "
-                   f"{pct('lens, every step, modules only')} | {pct('lens, every 10 steps')} | {pct('lens detached')} |")
+                   f"{pct('lens, every step, modules only')} | {pct('lens, every 10 steps')} | "
+                   f"{pct('lens detached')} |")
             print(row, flush=True)
             lines.append(row)
     lines += ["", "CPU time is the process's own (time.process_time; torch runs one thread), which a crowded "

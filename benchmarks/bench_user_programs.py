@@ -615,22 +615,23 @@ def gemm_breakdown(which, rounds=3):
 
 
 def first_call_seconds(cold):
-    """Wall seconds of the first call of every compiled kernel in a fresh process (numba's
-    import included); ``cold``: with an empty numba cache, so everything compiles."""
+    """CPU seconds (process time: the machine is shared) of the first call of every compiled
+    kernel in a fresh process, numba's import included; ``cold``: with an empty numba cache,
+    so everything compiles."""
     import subprocess
     import tempfile
     code = (
         "import time, numpy as np, varlens\n"
         "from varlens.ops.kernels import pointwise as P, rows as R, optim as O\n"
         "x = np.ones((4, 8), np.float32); t = np.zeros(4, np.int64); w = np.ones(8, np.float32)\n"
-        "t0 = time.perf_counter()\n"
+        "t0 = time.process_time()\n"
         "P.gelu(x); P.gelu_grad(x, x); P.int_power(x, 3); P.int_power_grad(x, x, 3)\n"
         "P.relu_grad(x, x); P.tanh_grad(x, x)\n"
         "y = R.softmax(x); R.softmax_grad(x, y); y = R.log_softmax(x); R.log_softmax_grad(x, y)\n"
         "p, _ = R.cross_entropy(x, t); R.cross_entropy_grad(p, t, 1.0)\n"
         "y, m, r = R.layer_norm(x, w, w, 1e-5); R.layer_norm_grad(x, x, w, m, r)\n"
         "O.adadelta_step(x.copy(), x, x.copy(), x.copy(), 1.0, 0.9, 1e-6, 0.0, False)\n"
-        "print(time.perf_counter() - t0)\n")
+        "print(time.process_time() - t0)\n")
     env = dict(os.environ)
     with tempfile.TemporaryDirectory() as d:
         if cold:
@@ -657,7 +658,7 @@ def main():
     a = ap.parse_args()
     if a.first_call:
         warm, cold = first_call_seconds(False), first_call_seconds(True)
-        print(f"first call of all kernels: {warm:.2f} s with numba's cache warm, {cold:.2f} s cold "
+        print(f"first call of all kernels: {warm:.2f} CPU s with numba's cache warm, {cold:.2f} CPU s cold "
               f"(load average {_load()})")
         return
     import torch

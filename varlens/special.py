@@ -65,7 +65,7 @@ def xlog1py(input, other):  # noqa: A002
     yd = y._data
     bad = (x == 0)._data & ~((yd > -1) & xp.isfinite(yd))
     # log1p(0) only where x == 0 and log1p(y) is not finite: d/dx = log1p(y) elsewhere, as PyTorch
-    safe = _ops.where(Tensor._make(bad), y * 0, y) if bad.any() else y
+    safe = _ops.where(Tensor._make(bad), Tensor._make(xp.zeros_like(yd)), y) if bad.any() else y   # not inf * 0
     return x * log1p(safe)
 
 

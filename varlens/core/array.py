@@ -150,7 +150,7 @@ except ImportError:  # pragma: no cover - SciPy is a declared dependency
     erf = np.vectorize(_math.erf, otypes=[np.float64])
 
 
-try:  # logistic sigmoid in one C pass, exact in both tails (used by ops/dual.py _sigmoid_array)
+try:  # logistic sigmoid in one C pass, exact in both tails (used by core/primitives.py _sigmoid_array)
     from scipy.special import expit  # noqa: F401
 except ImportError:  # pragma: no cover - SciPy is a declared dependency
     expit = None

@@ -16,8 +16,10 @@ How the torch model is seen:
 * **Ops**: while the model's forward runs on a sampled step, a ``torch.overrides.TorchFunctionMode``
   sees every function the code calls (``F.linear``, ``x + y``, ``torch.softmax``,
   ``F.scaled_dot_product_attention`` ...), so functional code, residual additions and attention are
-  recorded, not only module outputs; view, shape and dtype functions are not rows.  The mode is
-  only entered on sampled steps: on the others the model runs as it would without the lens.
+  recorded, not only module outputs, each under the op name the varlens recorder gives the same
+  maths (views, splits and casts included: ``transpose`` -> ``permute``, ``split`` -> one
+  ``getitem`` per piece).  The mode is only entered on sampled steps: on the others the model runs
+  as it would without the lens.
   Under the mode ``has_torch_function`` is true, which turns off ``nn.MultiheadAttention``'s and
   ``nn.TransformerEncoderLayer``'s fused inference paths on sampled steps: the same maths run through
   ``F.multi_head_attention_forward`` (one op row: its internals are C++ and Python code the mode
@@ -30,7 +32,11 @@ How the torch model is seen:
   place (a zero-copy NumPy view of its memory) by the same compiled one-pass kernel the varlens
   recorder uses, so the two frameworks' numbers come from the same code.  Any other tensor (CUDA,
   float16/bfloat16, strided) is reduced by torch ops on its device, accumulating in float64, and only
-  a handful of scalars per tensor are copied to the host (:func:`torch_summary`).
+  a handful of scalars per tensor are copied to the host (:func:`torch_summary`).  What some rules
+  read about an op's input besides its moments (normalisation group variances, per-feature and
+  per-channel means) comes from the varlens recorder's own NumPy functions, on the zero-copy view
+  or, off the CPU, on a host copy of that input (norm layers every sampled step, the others on
+  detail steps).
 * ``torch.compile``: an ``OptimizedModule`` is refused with a TypeError that says to pass
   ``model._orig_mod`` (the eager module); hooks and a function mode inside compiled graphs are not
   something the lens can promise to see.
@@ -128,7 +134,8 @@ _SKIP = {"setitem", "size", "dim", "stride", "numel",
          "ones_like", "empty_like", "full_like", "randn_like", "rand_like", "zeros", "ones", "empty", "full",
          "arange", "tensor", "randn", "rand", "randint", "tril", "triu", "eq", "ne", "lt", "le", "gt", "ge",
          "logical_not", "logical_and", "logical_or", "isfinite", "isnan", "isinf", "argmax", "argmin",
-         "register_hook", "retain_grad", "backward", "apply", "as_strided", "unfold", "is_complex", "hash", "iter", "contains", "reversed", "dir",
+         "register_hook", "retain_grad", "backward", "apply", "as_strided", "unfold", "is_complex", "hash",
+         "iter", "contains", "reversed", "dir",
          "setstate", "reduce_ex", "deepcopy", "storage", "untyped_storage", "share_memory", "pin_memory",
          "get_device", "nelement", "ndimension", "copy", "fill", "zero", "normal", "uniform", "is_leaf",
          "grad_fn", "shape", "dtype", "device", "ndim", "H", "mH", "data", "grad", "layout", "names",

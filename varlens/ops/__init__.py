@@ -38,7 +38,7 @@ from varlens.ops.linalg import mv  # noqa: E402,F401
 
 
 
-# more of PyTorch's Tensor API, composed from the ops above (varlens/ops/extra.py)
+# more of PyTorch's Tensor API (methods too: varlens/_surface.py)
 from varlens.ops.pointwise import fmod
 from varlens.ops.shape import fliplr, flipud, narrow, rot90
 from varlens.ops.order import bincount, histc, median

@@ -245,7 +245,10 @@ class Pow(Function):
                     and _KP.small_power(e):
                 gx = _KP.int_power_grad(g, x, _KP.small_power(e))  # g e x^(e-1) by multiplies
             else:
-                gx = g * e * x ** (e - 1) if not isinstance(e, (int, float)) or e != 0 else g * 0
+                if isinstance(e, (int, float)):
+                    gx = g * e * x ** (e - 1) if e != 0 else g * 0
+                else:   # e = 0 gives 0, as PyTorch, not 0 * x^-1 = 0 * inf at x = 0
+                    gx = D.where(e == 0, 0.0, g * e * x ** (e - 1))
         if n[1] is not None:
             # d/de x^e = x^e log x.  As PyTorch: 0 where x == 0, NaN where x < 0 (log of a
             # negative).  log is taken of a safe value at 0 so second derivatives stay finite.
@@ -919,9 +922,12 @@ class Atan2(Function):
         return xp.arctan2(y, x)
 
     def backward(self, g):
+        """As above, and 0 at y = x = 0 (PyTorch's value there) instead of 0 / 0."""
         y, x = self.saved
         r2 = x * x + y * y
-        return g * x / r2, -g * y / r2
+        zero = r2 == 0
+        inv = D.where(zero, 0.0, 1.0 / D.where(zero, 1.0, r2))
+        return g * x * inv, -g * y * inv
 
 
 def atan(x):

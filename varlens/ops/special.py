@@ -89,7 +89,8 @@ def xlogy(input, other):
     x, y = _fl(x), _fl(y)  # promoted as PyTorch (float16 with bool is float16), then made float
     yd = y._data
     bad = (x == 0)._data & ~((yd > 0) & xp.isfinite(yd))
-    safe_y = where(bad, y * 0 + 1, y) if bad.any() else y  # no -inf * 0 in the value or gradient
+    one = Tensor._make(xp.ones_like(yd))
+    safe_y = where(bad, one, y) if bad.any() else y  # no -inf * 0 (nor inf * 0) in the value or gradient
     return x * log(safe_y)
 
 

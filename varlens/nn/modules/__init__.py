@@ -23,7 +23,12 @@ for _name, _target in _SUBMODULES.items():
     _sys.modules[f"{__name__}.{_name}"] = _mod
     globals()[_name] = _mod
 
+# classes torch keeps in a different file than varlens does: re-exported (same objects) where torch has them
+for _name, _classes in {"batchnorm": ("SyncBatchNorm",), "activation": ("MultiheadAttention",)}.items():
+    for _cls in _classes:
+        setattr(globals()[_name], _cls, getattr(_nn, _cls))
+
 # every public class of varlens.nn that is a Module subclass (torch.nn.modules.__all__'s content)
 globals().update({_k: _v for _k, _v in vars(_nn).items()
                   if isinstance(_v, type) and issubclass(_v, _nn.Module) and not _k.startswith("_")})
-del _name, _target, _mod
+del _name, _target, _mod, _classes, _cls

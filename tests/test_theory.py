@@ -59,10 +59,6 @@ def test_claims_are_documented_and_cover_the_topics():
         assert any(w in REGISTRY[cid].description for w in ("print", "false", "wrong")), cid
 
 
-def test_full_check_is_fast(all_rows):
-    assert sum(r["seconds"] for r in all_rows) < 20.0
-
-
 def test_claims_are_deterministic():
     a = run_claims(ids={"relu.variance", "init.he_preserves_depth"})
     b = run_claims(ids={"relu.variance", "init.he_preserves_depth"})

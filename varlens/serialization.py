@@ -394,9 +394,8 @@ class _Unpacker:
                 raise self.bad("tensor flags on an entry that is not a tensor")
             return a
         rg, param = self.flag(obj, "requires_grad"), self.flag(obj, "parameter")
-        if (rg or param) and a.dtype.kind not in "fc":
-            if rg:
-                raise self.bad(f"a tensor of dtype {a.dtype} cannot require grad")
+        if rg and a.dtype.kind not in "fc":
+            raise self.bad(f"a tensor of dtype {a.dtype} cannot require grad")
         if param:
             from varlens.nn.parameter import Parameter   # lazy: nn sits above this module
             t = Parameter(Tensor._make(a), requires_grad=rg)
@@ -764,10 +763,8 @@ def _read_bytes(f, mmap):
             raise CheckpointNotFoundError(
                 f"checkpoint {path!r} does not exist (no such file or directory; current directory "
                 f"{os.getcwd()!r})") from None
-        except ValueError as e:
+        except ValueError as e:      # a directory, device, FIFO or socket (PermissionError propagates)
             raise CheckpointError(f"{e}; it was refused") from None
-        except OSError as e:
-            raise CheckpointError(f"checkpoint {where} cannot be read: {e}") from None
         with fh:
             _check_magic(fh.read(len(MAGIC)), where)
             fh.seek(0)

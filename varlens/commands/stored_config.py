@@ -24,31 +24,29 @@ class StoredConfigError(ValueError):
     too large to build."""
 
 
-def _int(cfg, key, lo, hi, optional=True, none_ok=False):
+def _value(cfg, key, optional, none_ok, what):
+    """(True, value) when ``cfg[key]`` must be checked; (False, None) when it may be absent/null."""
     if key not in cfg:
         if optional:
-            return
-        raise StoredConfigError(f"config: missing key {key!r} (an int in [{lo}, {hi}])")
+            return False, None
+        raise StoredConfigError(f"config: missing key {key!r} ({what})")
     v = cfg[key]
-    if v is None and none_ok:
-        return
-    if type(v) is not int or not lo <= v <= hi:
+    return not (v is None and none_ok), v
+
+
+def _int(cfg, key, lo, hi, optional=True, none_ok=False):
+    check, v = _value(cfg, key, optional, none_ok, f"an int in [{lo}, {hi}]")
+    if check and (type(v) is not int or not lo <= v <= hi):
         raise StoredConfigError(f"config: {key} must be an int in [{lo}, {hi}]"
                                 + (" or null" if none_ok else "") + f", got {str(v)[:40]!r}")
 
 
 def _float(cfg, key, lo, hi, optional=True, none_ok=False, lo_open=False, hi_open=False):
-    if key not in cfg:
-        if optional:
-            return
-        raise StoredConfigError(f"config: missing key {key!r} (a number in [{lo}, {hi}])")
-    v = cfg[key]
-    if v is None and none_ok:
-        return
+    rng = f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
+    check, v = _value(cfg, key, optional, none_ok, f"a number in {rng}")
     ok = (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
           and (lo < v if lo_open else lo <= v) and (v < hi if hi_open else v <= hi))
-    if not ok:
-        rng = f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
+    if check and not ok:
         raise StoredConfigError(f"config: {key} must be a finite number in {rng}"
                                 + (" or null" if none_ok else "") + f", got {str(v)[:40]!r}")
 

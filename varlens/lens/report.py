@@ -47,7 +47,7 @@ def table(rows, direction=None, max_rows=None):
         if sat is not None:
             tag += f" sat={sat:.2f}"
         if r.verdict in ("no rule", "non-finite") and r.note:
-            tag += f": {r.note}"
+            tag = r.note if r.note.startswith("no ") else f"{tag}: {r.note}"
         lines.append(f"{r.key[-28:]:28s} {r.type[:11]:11s} {r.direction[:8]:8s} {_f(r.measured)} "
                      f"{_f(r.predicted_local)} {_f(r.ratio_local, 7)} {iv:>15s} {_f(chain, 7)} {_f(r.relative, 9)}  {tag}")
     return "\n".join(lines)

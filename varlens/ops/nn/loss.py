@@ -52,7 +52,8 @@ class CrossEntropy(Function):
             z2 = xp.ascontiguousarray(z2)
         M, C = z2.shape
         if not probs and weight is None and not label_smoothing and reduction != "none" and M \
-                and target.dtype == xp.int64 and target.size == M and target.flags.c_contiguous and _KR.kernel_ok(z2) and (
+                and target.dtype == xp.int64 and target.size == M and target.flags.c_contiguous \
+                and _KR.kernel_ok(z2) and (
                 all_real if all_real is not None else _all_real(target, C, ignore_index)):
             # float32 fast path compiled: softmax rows and the loss sum in one pass (ops/kernels/rows.py)
             t = target.reshape(-1)

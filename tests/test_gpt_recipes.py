@@ -71,6 +71,8 @@ def test_transformer_seq2seq_learns_to_reverse_strings():
     from varlens.text.translation import train_transformer_seq2seq
     from varlens.text.tasks import reverse_pairs
     pairs = reverse_pairs(1700, min_len=3, max_len=5, alphabet="abcdefgh", seed=0)
+    # 8 epochs (was 6): nn.Transformer now re-initialises its weights with xavier_uniform_ as torch
+    # does, which reaches 0.79 after 6 epochs and 0.865 after 8 on this task
     r = train_transformer_seq2seq(pairs[:1500], pairs[1500:], d_model=32, nhead=2, layers=1,
-                                  dim_feedforward=64, epochs=6, batch_size=50, lr=3e-3, seed=0)
+                                  dim_feedforward=64, epochs=8, batch_size=50, lr=3e-3, seed=0)
     assert r["exact_match"] >= 0.8, r["exact_match"]

@@ -118,14 +118,10 @@ UNARY = ["sqrt", "rsqrt", "log", "log1p", "log2", "log10", "exp", "expm1", "abs"
          "trunc", "frac", "lgamma", "digamma", "special.erfinv"]
 
 
-# Differences found by these tests and not fixed yet (boundary subgradient conventions and one
-# forward bug, not the 0 * inf class); strict, so a fix makes them fail until the mark goes.
-KNOWN = {"nn.functional.relu6": "torch's hardtanh/relu6 gradient is 0 at the bounds (x > min and x < max); "
-                                "varlens's clamp passes 1 there",
-         "nn.functional.hardtanh": "same as relu6",
-         "margin_ranking_loss": "torch's clamp_min passes the gradient at exactly 0; varlens gives 0",
-         "cross_entropy_huge": "the fused CrossEntropy 'mean' returns 0 for a row with a 1e300 logit (the "
-                               "per-row losses are right)"}
+# Differences found by these tests and not fixed yet, as strict xfails (a fix makes them fail until
+# the mark goes). Empty now: hardtanh/relu6's strict-mask backward, margin_ranking_loss's clamp at 0
+# and the fused cross-entropy's per-row sum with a 1e300 logit were fixed.
+KNOWN = {}
 
 
 def _known(name):

@@ -12,7 +12,7 @@ from varlens.ops.pointwise import ceil, floor, round, trunc
 from varlens.ops.einsum import einsum
 from varlens.ops.pointwise import _add, _sub  # noqa: F401  (operator fast paths)
 from varlens.ops.pointwise import abs, add, cast, clamp, clone, cos, div, erf, exp, log, maximum, minimum, mul, neg, pow, rdiv, rpow, rsqrt, rsub, sigmoid, sign, sin, sqrt, square, sub, tanh, where
-from varlens.ops.activation import elu, gelu, leaky_relu, relu, silu, softplus
+from varlens.ops.activation import elu, gelu, hardtanh, leaky_relu, relu, silu, softplus
 from varlens.ops.index import (gather, getitem, index_key, setitem, index_scatter, index_select,
                                masked_fill, one_hot, scatter, scatter_add)
 from varlens.ops.linalg import bmm, dot, matmul, mm, outer

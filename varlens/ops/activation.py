@@ -166,6 +166,23 @@ def relu(x):
     return ReLU.apply(x)
 
 
+class Hardtanh(Function):
+    """out = min(max(x, lo), hi) (hardtanh; relu6 is hardtanh on [0, 6]);  d/dx = 1 strictly inside
+    (lo, hi) and 0 at and beyond the bounds, as PyTorch's hardtanh backward (clamp's mask, by
+    contrast, includes the bounds)."""
+
+    def forward(self, x, lo=-1.0, hi=1.0):
+        self.mask = (x > lo) & (x < hi)
+        return xp.clip(x, lo, hi)
+
+    def backward(self, g):
+        return g * self.mask
+
+
+def hardtanh(x, min_val=-1.0, max_val=1.0):
+    return Hardtanh.apply(_float_only(x, "hardtanh"), lo=min_val, hi=max_val)
+
+
 def leaky_relu(x, negative_slope=0.01):
     return LeakyReLU.apply(_float_only(x, "leaky_relu"), negative_slope)
 

@@ -256,7 +256,9 @@ def relu(input, inplace=False):
 @_tensor_input
 def relu6(input, inplace=False):
     lo, hi = (0, 6) if input.dtype.kind in "iu" else (0.0, 6.0)  # an integer input stays integer (torch)
-    return relu6_(input) if inplace else _ops.clamp(input, lo, hi)
+    if inplace:
+        return relu6_(input)
+    return _ops.clamp(input, lo, hi) if input.dtype.kind in "iu" else _ops.hardtanh(input, lo, hi)
 
 
 @_tensor_input
@@ -285,7 +287,10 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
         raise ValueError(f"hardtanh: min_val cannot be greater than max_val, got min_val={min_val}, max_val={max_val}")
     if input.dtype.kind in "iu":     # integer input keeps its dtype (the bounds are truncated), as torch
         min_val, max_val = int(min_val), int(max_val)
-    return hardtanh_(input, min_val, max_val) if inplace else _ops.clamp(input, min_val, max_val)
+    if inplace:
+        return hardtanh_(input, min_val, max_val)
+    # integer input: no gradient, clamp keeps the dtype; float: the strict-mask backward of torch's hardtanh
+    return _ops.clamp(input, min_val, max_val) if input.dtype.kind in "iu" else _ops.hardtanh(input, min_val, max_val)
 
 
 def threshold(input, threshold, value, inplace=False):

@@ -422,7 +422,8 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, r
     if not (_shape(input1) == _shape(input2) == _shape(target)):
         raise RuntimeError(f"{op}: all input tensors should have the same size, got input1 {_shape(input1)}, "
                            f"input2 {_shape(input2)}, target {_shape(target)}")
-    return _reduce(_ops.relu(-target * (input1 - input2) + margin), r)
+    # clamp(min=0), not relu: at exactly 0 the gradient passes, as torch's clamp_min does
+    return _reduce(_ops.clamp(-target * (input1 - input2) + margin, 0.0, None), r)
 
 
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):

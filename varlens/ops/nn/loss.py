@@ -69,11 +69,12 @@ class CrossEntropy(Function):
                 all_real if all_real is not None else _all_real(target, C, ignore_index)):
             # fast path (the training-loop case): every index is a real class, no weights, no
             # smoothing.  The loss is sum_i (log s_i + m_i - z[i, t_i]); the picked logits come
-            # from one flat take, and the three sums are added as Python floats.
+            # from one flat take; m_i - z[i, t_i] is formed per row before summing (summing m and
+            # the picked logits separately cancels catastrophically when a logit is huge).
             flat = target.reshape(-1) + _row_offsets(M, C)
             self.p, self.flat, self.fast, self.zshape, self.reduction = e, flat, True, z.shape, reduction
-            tot = (float(_add_reduce(xp.log(s, out=s), axis=None)) + float(_add_reduce(m, axis=None))
-                   - float(_add_reduce(z2.take(flat), axis=None)))
+            tot = (float(_add_reduce(xp.log(s, out=s), axis=None))
+                   + float(_add_reduce(m.reshape(-1) - z2.take(flat), axis=None)))
             return xp.asarray(tot / M if reduction == "mean" else tot, dtype=z.dtype)
         lse = xp.log(s) + m
         self.p, self.lse, self.zshape, self.reduction = e, lse, z.shape, reduction

@@ -315,3 +315,24 @@ def _raises_same(f_vl, f_torch):
         "embedding_index", "expand", "max_dim", "softmax_dim"])
 def test_exception_types_match_torch(case):
     _raises_same(lambda: case(vl), lambda: case(torch))
+
+
+def test_mse_loss_is_one_node_as_torch_with_its_gradients():
+    from varlens.autograd import gradcheck, gradgradcheck
+    g = np.random.default_rng(0)
+    a, b = g.standard_normal((4, 3)), g.standard_normal((4, 3))
+    for red in ("mean", "sum", "none"):
+        x, y = vl.tensor(a, requires_grad=True), vl.tensor(b, requires_grad=True)
+        xt, yt = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+        loss, lt = F.mse_loss(x, y, reduction=red), TF.mse_loss(xt, yt, reduction=red)
+        assert type(loss.grad_fn).__name__ == "MseLoss" and "MseLossBackward0" in repr(loss.grad_fn)
+        assert "MseLossBackward0" in repr(lt.grad_fn)
+        w = g.standard_normal(tuple(lt.shape))
+        (loss * vl.tensor(w)).sum().backward()
+        (lt * torch.tensor(w)).sum().backward()
+        np.testing.assert_allclose(loss.detach().numpy(), lt.detach().numpy(), rtol=1e-12)
+        np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(y.grad.numpy(), yt.grad.numpy(), rtol=1e-12)
+        inputs = (vl.tensor(a, requires_grad=True), vl.tensor(b, requires_grad=True))
+        assert gradcheck(lambda p, q: F.mse_loss(p, q, reduction=red), inputs)
+        assert gradgradcheck(lambda p, q: F.mse_loss(p, q, reduction=red), inputs)

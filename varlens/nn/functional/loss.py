@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import warnings
 
+from varlens.ops.nn.loss import MseLoss as _MseLoss
 from varlens import ops as _ops
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
@@ -99,6 +100,8 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     if input._data.dtype.kind in "biu" and target._data.dtype.kind in "biu":
         raise NotImplementedError(f'"mse_cpu" not implemented for \'{_dtype_name(input._data.dtype)}\' (mse_loss: '
                                   f"input and target are both integer tensors; convert them with .float())")
+    if weight is None and input._data.dtype == target._data.dtype:
+        return _MseLoss.apply(input, target, reduction=reduction)   # one node, as torch's MseLossBackward0
     d = input - target
     loss = d * d
     if weight is not None:

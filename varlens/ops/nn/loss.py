@@ -393,3 +393,31 @@ class BernoulliNLL(Function):
     def composite(logits, x):
         B = logits.shape[0]
         return (softplus(logits) - x * logits).reshape(B, -1).sum(1)  # BCE with logits, elementwise
+
+
+class MseLoss(Function):
+    """Mean squared error, one node (PyTorch's MseLossBackward0): out = reduce((x - y)^2).
+
+    d/dx = 2 (x - y) g / n for 'mean' (n entries), 2 (x - y) g for 'sum' and 'none' (g then has
+    the loss's shape); d/dy = -d/dx.  seed 003 Example 1.6.6 writes z - y: the gradient of half
+    the squared error.  Backward recomputes x - y from the saved inputs, so it records correctly
+    for second derivatives."""
+
+    def forward(self, x, y, reduction="mean"):
+        self.save_for_backward(x, y)
+        self.reduction = reduction
+        d = x - y
+        sq = d * d
+        self.n = sq.size
+        if reduction == "mean":
+            return xp.asarray(sq.mean(), dtype=sq.dtype)
+        if reduction == "sum":
+            return xp.asarray(sq.sum(), dtype=sq.dtype)
+        return sq
+
+    def backward(self, g):
+        x, y = self.saved
+        scale = 2.0 / self.n if self.reduction == "mean" else 2.0
+        gx = (x - y) * (g * scale)
+        return gx, -gx
+

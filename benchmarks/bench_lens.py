@@ -27,10 +27,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import platform
 import re
 import statistics
-import subprocess
 import sys
 import time
 
@@ -45,7 +43,7 @@ import varlens.nn as vnn  # noqa: E402
 import varlens.optim as vopt  # noqa: E402
 from varlens.lens import kernels  # noqa: E402
 from varlens.lens.probes import Lens  # noqa: E402
-from _common import machine  # noqa: E402  (benchmarks/_common.py)
+from _common import interleaved_blocks, machine  # noqa: E402  (benchmarks/_common.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SECTION = "## Variance lens overhead (bench_lens.py)"
@@ -125,22 +123,8 @@ def run(sizes, batch, steps):
     Lens(m3).detach()
     variants["lens detached"] = make_step(m3, vl.tensor(x), vl.tensor(y))
     variants["PyTorch"] = make_torch_step(tm, torch.from_numpy(x), torch.from_numpy(y))
-    times = {k: [] for k in variants}
-    for fn in variants.values():
-        for _ in range(3):
-            fn()
-    order = list(variants)
-    rng = np.random.default_rng(1)
-    block = 10
-    for _ in range(max(steps // block, 1)):
-        rng.shuffle(order)          # no variant always runs right after the same neighbour
-        for k in order:
-            fn = variants[k]
-            fn()                    # warm this variant's caches after the previous one
-            t0 = time.perf_counter()
-            for _ in range(block):  # a block of 10 steps holds the weight-statistics step
-                fn()
-            times[k].append((time.perf_counter() - t0) / block)
+    # blocks of 10 consecutive steps hold the one-in-ten weight-statistics step
+    times, _ = interleaved_blocks(variants, steps, block=10, warm=3)
     return {k: statistics.median(v) for k, v in times.items()}, times
 
 

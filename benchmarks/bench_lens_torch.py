@@ -24,7 +24,6 @@ import datetime
 import os
 import statistics
 import sys
-import time
 
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):   # before BLAS loads
     os.environ.setdefault(_v, "1")
@@ -33,7 +32,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from varlens.lens import Lens  # noqa: E402
-from _common import machine, write_section  # noqa: E402  (benchmarks/_common.py)
+from _common import interleaved_blocks, machine, write_section  # noqa: E402  (benchmarks/_common.py)
 
 SECTION = "## Variance lens on a PyTorch model: overhead (bench_lens_torch.py)"
 
@@ -77,24 +76,8 @@ def run(sizes, batch, steps, threads=1):
     m = build(sizes)
     Lens(m).detach()
     variants["lens detached"] = make_step(m, x, y)
-    times = {k: [] for k in variants}
-    cpu = {k: [] for k in variants}
-    for fn in variants.values():
-        for _ in range(10):
-            fn()
-    order = list(variants)
-    rng = np.random.default_rng(1)
-    block = 10
-    for _ in range(max(steps // block, 1)):
-        rng.shuffle(order)          # no variant always runs right after the same neighbour
-        for k in order:
-            fn = variants[k]
-            fn()                    # warm this variant's caches after the previous one
-            c0, t0 = time.process_time(), time.perf_counter()
-            for _ in range(block):  # a block of 10 steps holds one detail (weights) step
-                fn()
-            times[k].append((time.perf_counter() - t0) / block)
-            cpu[k].append((time.process_time() - c0) / block)
+    # blocks of 10 consecutive steps hold one detail (weights) step
+    times, cpu = interleaved_blocks(variants, steps, block=10, warm=10)
     return ({k: statistics.median(v) for k, v in times.items()}, {k: statistics.median(v) for k, v in cpu.items()})
 
 

@@ -35,11 +35,13 @@ class GradcheckReport:
 
 
 def _scalarize(out, weights):
+    """sum_k <out_k, w_k> over the floating outputs (a weight of None: the plain sum); 0.0 if none."""
     outs = out if isinstance(out, (tuple, list)) else (out,)
     total = 0.0
     for o, w in zip(outs, weights):
         if isinstance(o, Tensor) and o.dtype.kind == "f":
-            total = total + (o * w).sum() if not isinstance(total, float) else (o * w).sum()
+            term = (o * w).sum() if w is not None else o.sum()
+            total = term if isinstance(total, float) else total + term
     return total
 
 

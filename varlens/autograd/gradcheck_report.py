@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 
+from varlens.autograd.gradcheck import _scalarize
 from varlens.core.grad_mode import no_grad
 from varlens.core.tensor import Tensor
 
@@ -79,13 +80,8 @@ def _rel(a, n):
 
 
 def _scalar(out, weights):
-    outs = out if isinstance(out, (tuple, list)) else (out,)
-    total = None
-    for o, w in zip(outs, weights):
-        if isinstance(o, Tensor) and o.dtype.kind == "f":
-            term = (o * w).sum() if w is not None else o.sum()
-            total = term if total is None else total + term
-    if total is None:
+    total = _scalarize(out, weights)
+    if isinstance(total, float):
         raise TypeError("check_gradients: f must return a floating Tensor (or a tuple of them)")
     return total
 

@@ -9,7 +9,6 @@ draw latents with DDPM or DDIM, undo the scaling, decode with the VAE's decoder.
 """
 from __future__ import annotations
 
-import numpy as np
 
 from varlens.autograd import no_grad
 from varlens.core.tensor import Tensor

@@ -22,7 +22,6 @@ import math
 
 import numpy as np
 
-import varlens.nn.functional as F
 from varlens.core.array import xp
 from varlens.ops.creation import randn
 from varlens.nn.module import Module

@@ -27,13 +27,11 @@ import math
 
 import numpy as np
 
-
-def _is_torch(model):
-    return any(c.__module__ == "torch.nn.modules.module" and c.__name__ == "Module" for c in type(model).__mro__)
+from varlens.lens.torch_adapter import is_torch_module
 
 
 def _framework(model):
-    if _is_torch(model):
+    if is_torch_module(model):
         import torch
         return torch
     import varlens

@@ -29,6 +29,7 @@ import numpy as np
 
 from varlens.lens.compare import compare
 from varlens.lens.probes import Lens
+from varlens.train.callbacks import Callback
 
 SCHEMA = "varlens.lens.history/1"
 
@@ -258,12 +259,7 @@ class LensHistory:
                 writer.add_scalar(f"lens/update_ratio_log10/{n}", math.log10(v), p["step"])
 
 
-def _callback_base():
-    from varlens.train.callbacks import Callback
-    return Callback
-
-
-class LensCallback(_callback_base()):
+class LensCallback(Callback):
     """Trainer callback: a LensHistory over the whole fit, written to the run folder at the end
     (``lens_history.json``, ``lens_moments_forward.png``, ``lens_moments_backward.png``,
     ``lens_histograms.png``) and, when the Trainer logs to TensorBoard, at each point."""

@@ -77,6 +77,16 @@ def module_kind(module):
 _OPN = {}
 
 
+def module_selected(modules, name, module):
+    """Whether ``modules`` ('all', 'leaves' or a predicate f(name, module)) asks for a
+    module-level record of ``module``."""
+    if modules == "leaves":
+        return not any(True for _ in module.children())
+    if callable(modules):
+        return bool(modules(name, module))
+    return True
+
+
 def op_name(cls):
     """The lens's name of a Function class (OP_NAMES, else its name in snake case)."""
     n = _OPN.get(cls)
@@ -214,11 +224,7 @@ class Lens:
         self._order = 0
         for name, mod in model.named_modules():
             path = name or "(model)"
-            rec = True
-            if modules == "leaves" and any(True for _ in mod.children()):
-                rec = False
-            if callable(modules) and not modules(name, mod):
-                rec = False
+            rec = module_selected(modules, name, mod)
             if self.ops:
                 self._handles.append(mod.register_forward_pre_hook(self._make_pre(path, mod is model)))
             if rec or self.ops:

@@ -50,7 +50,7 @@ import numpy as np
 from varlens.lens import records as R
 from varlens.lens.probes import (ACT_NAMES, ACT_OPS, CROSS_OPS, LINEAR_LIKE, MIXING_KINDS, NORM_LIKE, OP_PARAM_NAMES,
                                  OP_SATURATING, POOL_LIKE, Lens, _channel_moments, _norm_stats, _saturation_kind,
-                                 _unit_axis, module_kind)
+                                 _unit_axis, module_kind, module_selected)
 
 _torch = None       # the torch module, bound by the first TorchLens (this file never imports it at load)
 _MODE = None        # the TorchFunctionMode subclass (made once torch is imported)
@@ -427,11 +427,7 @@ class TorchLens(Lens):
         self._mode = None
         for name, mod in model.named_modules():
             path = name or "(model)"
-            rec = True
-            if modules == "leaves" and any(True for _ in mod.children()):
-                rec = False
-            elif callable(modules) and not modules(name, mod):
-                rec = False
+            rec = module_selected(modules, name, mod)
             root = mod is model
             self._handles.append(mod.register_forward_pre_hook(self._make_pre(path, root)))
             self._handles.append(mod.register_forward_hook(self._make_post(path, rec, root), always_call=True))

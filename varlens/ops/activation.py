@@ -7,7 +7,6 @@ from varlens.core import primitives as D
 from varlens.core.function import Function
 from varlens.ops.kernels import pointwise as _KP
 from varlens.ops.pointwise import _float_only
-from varlens.ops.pointwise import erf
 import math
 from varlens.ops.pointwise import not_tensor
 from varlens.core.array import erf as _erf_array

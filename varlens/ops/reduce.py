@@ -21,7 +21,6 @@ from varlens.ops._args import _tensor
 from varlens.ops.pointwise import cast
 from varlens.ops.pointwise import div
 from varlens.ops.compare import isnan
-import math
 from varlens.ops.pointwise import where
 from varlens.core.tensor import _size
 from varlens.ops.index import gather

@@ -15,7 +15,6 @@ from varlens.core import dtypes as DT
 from varlens.ops._args import _arr
 from varlens.ops._args import _result_dtype
 from varlens.ops.pointwise import cast
-import itertools
 from varlens.core.tensor import Size
 
 

@@ -40,7 +40,6 @@ class ASGD(Optimizer):
 
     def step(self, closure=None):
         loss = self._closure(closure)
-        xp = B.xp
         f32 = DT.float32
         for group in self.param_groups:
             lr, lambd, alpha, t0 = group["lr"], group["lambd"], group["alpha"], group["t0"]

@@ -91,7 +91,6 @@ class Muon(Optimizer):
 
     def step(self, closure=None):
         loss = self._closure(closure)
-        xp = B.xp
         for group in self.param_groups:
             lr, wd, mu = group["lr"], group["weight_decay"], group["momentum"]
             fn = group["adjust_lr_fn"]

@@ -14,7 +14,6 @@ from varlens.nn.functional._common import (_arr, _const, _dtype_name, _need_tens
                                            NotATensorError)
 from varlens.nn.functional.activation import logsigmoid
 from varlens.nn.functional.distance import pairwise_distance
-from varlens.ops.nn import linear as _nn
 from varlens.ops.nn import loss as _nn_loss_mod
 from varlens.ops.nn.binary_cross_entropy import BinaryCrossEntropy as _BinaryCrossEntropy
 

@@ -7,7 +7,6 @@ from varlens import ops as _ops
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
 from varlens.nn.functional._common import _dtype_name, _require_tensor, _shape, _tensor_input
-from varlens.ops.nn import linear as _nn
 from varlens.ops.nn import norm as _nn_norm_mod
 
 

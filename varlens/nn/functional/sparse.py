@@ -6,7 +6,6 @@ from varlens import ops as _ops
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
 from varlens.nn.functional._common import _arr, _require_tensor, _shape, IndexTypeError
-from varlens.ops.nn import linear as _nn
 from varlens.ops.index import one_hot  # noqa: F401
 from varlens.ops.nn import embedding as _nn_embedding_mod
 

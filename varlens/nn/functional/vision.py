@@ -11,7 +11,6 @@ from varlens.core.array import xp
 from varlens.core.tensor import Tensor
 from varlens.nn.functional._errors import ArgNotImplementedError, ArgRuntimeError
 from varlens.nn.functional._common import _check_int, _int_pair, _require_tensor, _shape
-from varlens.ops.nn import linear as _nn
 from varlens.ops.nn.upsample import interpolate as _nearest2d
 from varlens.ops.nn import pad as _nn_pad_mod
 

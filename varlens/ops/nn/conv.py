@@ -29,7 +29,6 @@ Pooling loops over the kh*kw window offsets in the same way.
 """
 from __future__ import annotations
 
-import math
 import threading
 
 from varlens.core.function import Function

@@ -40,6 +40,7 @@ from varlens.ops.shape import (broadcast_to, chunk, expand, expand_as, flatten, 
                                reshape, roll, split, squeeze, t, transpose, unbind, unflatten, unsqueeze, view,
                                view_as)
 from varlens.ops.tensor_methods import METHODS as _TENSOR_METHODS
+from varlens.ops.device import METHODS as _DEVICE_METHODS
 from varlens.core import dtypes as DT
 from varlens.ops.compare import isclose
 from varlens.ops.index import fill_diagonal, index_add, index_copy, index_fill
@@ -562,6 +563,8 @@ def install_methods():
     for name, fn in _OPERATORS_AND_METHODS.items():
         _S.set(name, fn)
     for name, fn in _TENSOR_METHODS.items():
+        _S.set(name, fn)
+    for name, fn in _DEVICE_METHODS.items():
         _S.set(name, fn)
     _extra_methods()
     _more_methods()

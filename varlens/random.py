@@ -85,6 +85,45 @@ def _gen(generator):
     return default_generator if generator is None else generator
 
 
+_device_generators = {}   # array library -> its default Generator (one per device library)
+
+
+def generator_for(xp, generator=None):
+    """The random stream for arrays of library ``xp`` (NumPy, or the CUDA device's): the
+    ``generator`` given, or that device's default one.  Its ``rng`` draws arrays in ``xp``
+    (``random``, ``standard_normal``, ``normal``, ``uniform``, ``integers``, ``permutation``)."""
+    if xp is np:
+        return _gen(generator)
+    if generator is not None:
+        return generator
+    g = _device_generators.get(xp)
+    if g is None:
+        g = _device_generators[xp] = _DeviceGenerator(xp).manual_seed(0)
+    return g
+
+
+class _DeviceGenerator(Generator):
+    """A Generator whose draws are made on a device by that device's library (cupy.random, or
+    the simulator's), seeded separately from the CPU's (as torch's CUDA generators are)."""
+
+    def __init__(self, xp):
+        self.xp = xp
+        self.manual_seed(0)
+
+    def manual_seed(self, seed):
+        if not isinstance(seed, (int, np.integer)):
+            raise TypeError(f"manual_seed: seed must be an int, got {type(seed).__name__}")
+        self._seed = int(seed)
+        self.rng = self.xp.random.default_rng(self._seed)
+        return self
+
+    def get_state(self):
+        return {"seed": self._seed, "device": "cuda"}
+
+    def set_state(self, state):
+        return self.manual_seed(state["seed"])
+
+
 def fork_rng(devices=None, enabled=True, _caller="fork_rng", _devices_kw="devices", device_type="cuda"):
     """Context manager: random draws inside it leave the global generator's state as it was
     on entry (torch.random.fork_rng; varlens has only the CPU generator to fork)."""

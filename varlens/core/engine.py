@@ -12,7 +12,7 @@ from __future__ import annotations
 from varlens.core import grad_mode as _gm
 from varlens.core.anomaly import check_backward as _check_backward
 from varlens.core.function import Function
-from varlens.core.array import ones_cached, sum_to, xp
+from varlens.core.array import _NS, namespace, ones_cached, sum_to, xp
 from varlens.core.primitives import Clone
 from varlens.core.primitives import sum_to as _sum_to_graph
 from varlens.core.tensor import Tensor
@@ -248,7 +248,7 @@ def _run_arrays(order, grads, retain_graph):
                     continue
                 gr = p.grad
                 if gr is None:
-                    if gi.__class__ is not nd:
+                    if gi.__class__ is not nd and gi.__class__ not in _NS:
                         gi = xp.asarray(gi)  # a NumPy scalar from 0-d math: give the leaf a real array
                     elif shared or not gi.flags.owndata:
                         gi = gi.copy()  # never let two leaves (or a leaf and the graph) share a buffer
@@ -257,7 +257,7 @@ def _run_arrays(order, grads, retain_graph):
                     p.grad = T._make(gi)
                 else:
                     old = gr._data
-                    if old.flags.writeable and old.shape == gi.shape and not gr._rg:
+                    if getattr(old.flags, "writeable", True) and old.shape == gi.shape and not gr._rg:
                         old += gi
                     else:
                         gr._data = old + gi
@@ -284,14 +284,14 @@ def _deliver_leaf(t, gi, shared, results, capture, create_graph):
     if create_graph:
         t.grad = gi if t.grad is None else t.grad + gi
     elif t.grad is None:
-        if gi.__class__ is not ndarray:
+        if gi.__class__ is not ndarray and gi.__class__ not in _NS:
             gi = xp.asarray(gi)  # a NumPy scalar from 0-d math: give the leaf a real array
         elif shared or not gi.flags.owndata:
             gi = gi.copy()  # never let two leaves (or a leaf and the graph) share a buffer
         t.grad = T._make(gi)
     else:
         old = t.grad._data
-        if old.flags.writeable and old.shape == gi.shape and not t.grad._rg:
+        if getattr(old.flags, "writeable", True) and old.shape == gi.shape and not t.grad._rg:
             old += gi  # the engine owns this buffer: accumulate without a new allocation
         else:
             t.grad._data = old + gi
@@ -354,8 +354,11 @@ def _as_grad_array(t, g, what):
                 "or reduce the output first (out.sum())")
         # cached read-only: a backward never writes into its incoming gradient (it may be
         # shared), so one array serves every call, and one that tried would fail loudly
+        if t._data.__class__ is not ndarray:   # on a device: ones made there
+            return namespace(t._data).ones(t._data.shape, t._data.dtype)
         return ones_cached(t._data.shape, t._data.dtype)
     ga = g._data if isinstance(g, Tensor) else xp.asarray(g, dtype=t._data.dtype)
+    namespace(ga, t._data)   # raises when the gradient and the output are on two devices
     if ga.shape != t._data.shape:
         raise RuntimeError(f"{what}: gradient has shape {tuple(ga.shape)} but the output has shape "
                            f"{tuple(t._data.shape)}; they must match")
@@ -450,7 +453,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         r = results.get(k)
         if r is None:
             if materialize_grads:
-                out.append(Tensor._make(xp.zeros_like(t._data)))
+                out.append(Tensor._make(namespace(t._data).zeros_like(t._data)))
                 continue
             if not allow_unused:
                 raise RuntimeError(

@@ -33,13 +33,20 @@ import math
 from varlens.core import graph_nodes as _graph_nodes
 from varlens.core.anomaly import forward_site as _forward_site
 from varlens.core import grad_mode as _gm
+from varlens.core.array import _NS
+from varlens.core.array import namespace as _namespace
 from varlens.core.array import xp as _np
 from varlens.core.tensor import Tensor
 
 _enabled = _gm._enabled
 _new = object.__new__
 _ndarray = _np.ndarray
-_asarray = _np.asarray
+
+
+def _asarray(x):
+    """An array as it is (host or device); anything else (a NumPy scalar, a list) as a host array."""
+    return x if x.__class__ in _NS else _np.asarray(x)
+
 _anomaly = _gm._anomaly
 
 # The one observation slot of the core: None, or a callable ``op_hook(cls, args, kwargs, result)``
@@ -58,6 +65,9 @@ class Function:
     _args = None                    # forward arrays/params, kept only for composite()
     _kw = None
     saved = ()                      # what backward reads (save_for_backward); None once freed
+    xp = _np                        # the array library of the inputs: NumPy, or the device's
+                                    # (set by apply when an input lives on "cuda"); forward and
+                                    # backward compute with ``self.xp``
 
     def save_for_backward(self, *values):
         self.saved = values
@@ -159,13 +169,14 @@ class Function:
         differentiable); backward splits the packed gradient again (see _ctx_backward)."""
         T = Tensor
         datas = [o._data if isinstance(o, T) else _asarray(o) for o in outs]
+        xp = _namespace(*datas)
         nondiff = self.__dict__.get("_nondiff", ())
         diff = [i for i, (o, d) in enumerate(zip(outs, datas))
                 if d.dtype.kind in "fc" and id(o) not in nondiff]
         if not record or not diff:
             return tuple(o if isinstance(o, T) else T._make(d) for o, d in zip(outs, datas))
         dt = _np.result_type(*[datas[i].dtype for i in diff])
-        packed = _np.concatenate([datas[i].reshape(-1).astype(dt) for i in diff])
+        packed = xp.concatenate([datas[i].reshape(-1).astype(dt) for i in diff])
         layout, off = [], 0
         for i in range(len(outs)):
             d = datas[i]
@@ -203,7 +214,7 @@ class Function:
         else:
             gt = T._make(_asarray(g)) if arrays else g
             grads = tuple((gt[o:o + math.prod(shape)].reshape(shape) if is_diff
-                           else T._make(_np.zeros(shape, odt if odt.kind in "fc" else self._odtype)))
+                           else T._make(_namespace(gt._data).zeros(shape, odt if odt.kind in "fc" else self._odtype)))
                           for is_diff, o, shape, odt in layout)
         try:
             res = type(self)._user_backward(self, *grads)
@@ -236,9 +247,13 @@ class Function:
         nxt = []
         need = False
         nt = None   # positions of non-Tensor arguments (left out of next_functions, as PyTorch)
+        dev = False  # an input array that is not a NumPy ndarray (a device array, or a scalar)
         for a in args:  # one plain loop: measurably cheaper than two comprehensions
             if isinstance(a, T):
-                datas.append(a._data)
+                d = a._data
+                datas.append(d)
+                if d.__class__ is not _ndarray:
+                    dev = True
                 if a._rg:
                     need = True
                     nxt.append(a._node or a)
@@ -250,6 +265,12 @@ class Function:
                 nt.append(len(nxt))
                 datas.append(a)
                 nxt.append(None)
+                if a.__class__ in _NS and a.__class__ is not _ndarray:
+                    dev = True
+        if dev:
+            xp = _namespace(*datas)   # raises for inputs on two devices
+            if xp is not _np:
+                ctx.xp = xp
         try:
             out = ctx.forward(*datas, **kwargs)
         except ValueError as e:
@@ -258,7 +279,7 @@ class Function:
                 raise
             raise err from None
         raw = out
-        if out.__class__ is not _ndarray:
+        if out.__class__ is not _ndarray and out.__class__ not in _NS:
             out = _asarray(out)  # NumPy returns scalars from full reductions; keep 0-d arrays
         if need and _enabled[0] and cls.differentiable:
             ctx.next = nxt

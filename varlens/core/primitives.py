@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from varlens.core.array import erf as _erf_array
 from varlens.core.array import matmul as _matmul_array
+from varlens.core.array import namespace
 from varlens.core.array import sum_to as _sum_to_array
-from varlens.core.array import xp
+from varlens.core.array import add_at, xp
 from varlens.core.function import Function
 from varlens.core.tensor import Tensor
 
@@ -37,11 +38,12 @@ def is_basic_index(key):
 
 def scatter_array(g, key, shape):
     """Zeros of ``shape`` with the array ``g`` added at ``key`` (repeated indices accumulate)."""
+    xp = namespace(g)
     z = xp.zeros(shape, dtype=g.dtype)
     if is_basic_index(key):
         z[key] = g
     else:
-        xp.add.at(z, key, g)
+        add_at(xp, z, key, g)
     return z
 
 
@@ -78,15 +80,15 @@ def reshape(x, shape):
 
 
 def broadcast_to(x, shape):
-    return x.expand(shape) if isinstance(x, Tensor) else xp.broadcast_to(x, shape)
+    return x.expand(shape) if isinstance(x, Tensor) else namespace(x).broadcast_to(x, shape)
 
 
 def mT(x):
-    return x.transpose(-2, -1) if isinstance(x, Tensor) else xp.swapaxes(x, -1, -2)
+    return x.transpose(-2, -1) if isinstance(x, Tensor) else namespace(x).swapaxes(x, -1, -2)
 
 
 def permute(x, axes):
-    return x.permute(axes) if isinstance(x, Tensor) else xp.transpose(x, axes)
+    return x.permute(axes) if isinstance(x, Tensor) else namespace(x).transpose(x, axes)
 
 
 def matmul(a, b):
@@ -97,20 +99,26 @@ def matmul(a, b):
     return _matmul_array(a, b)
 
 
-def _unary(name, fn):
+def _unary(name):
+    fn = getattr(xp, name)
+
     def f(x):
-        return getattr(x, name)() if isinstance(x, Tensor) else fn(x)
+        if isinstance(x, Tensor):
+            return getattr(x, name)()
+        if x.__class__ is xp.ndarray:
+            return fn(x)
+        return getattr(namespace(x), name)(x)
     f.__name__ = name
     return f
 
 
-exp = _unary("exp", xp.exp)
-log = _unary("log", xp.log)
-sqrt = _unary("sqrt", xp.sqrt)
-tanh = _unary("tanh", xp.tanh)
-sin = _unary("sin", xp.sin)
-cos = _unary("cos", xp.cos)
-sign = _unary("sign", xp.sign)
+exp = _unary("exp")
+log = _unary("log")
+sqrt = _unary("sqrt")
+tanh = _unary("tanh")
+sin = _unary("sin")
+cos = _unary("cos")
+sign = _unary("sign")
 
 
 def sigmoid(x):
@@ -124,6 +132,7 @@ def _sigmoid_array(x):
     # calls libm once per element and was 6x slower on (1000, 256) float32 (1.1 ms against 0.19).
     # Both tails keep full relative precision (measured max error 2 ulp): for very negative x,
     # e^-x overflows to inf and 1/inf = 0 is the right limit, so that warning is silenced.
+    xp = namespace(x)
     if x.dtype.kind in "biu":
         x = x.astype(xp.float64)  # integer input gives float64, as NumPy's (and varlens') exp does
     if x.ndim:
@@ -149,13 +158,13 @@ def where(cond, a, b):
         return a.where(cond, b)
     if isinstance(b, Tensor):  # where(c, a, b) = where(not c, b, a), as a method of the Tensor b
         return b.where(~cond, a)
-    return xp.where(cond, a, b)
+    return namespace(cond, a, b).where(cond, a, b)
 
 
 def zeros_like(x):
     if isinstance(x, Tensor):
-        return Tensor._make(xp.zeros_like(x._data))
-    return xp.zeros_like(x)
+        return Tensor._make(namespace(x._data).zeros_like(x._data))
+    return namespace(x).zeros_like(x)
 
 
 def index_scatter(g, key, shape):

@@ -101,11 +101,20 @@ class Tensor:
 
     @property
     def device(self):
-        return _CPU
+        return _CPU if self._data.__class__ is _np.ndarray else _device_of(self._data)
 
     @property
     def is_cuda(self):
-        return False
+        return self.device.type == "cuda"
+
+    @property
+    def is_cpu(self):
+        return self.device.type == "cpu"
+
+    def get_device(self):
+        """The CUDA device index, or -1 for a CPU tensor (as torch)."""
+        d = self.device
+        return -1 if d.type == "cpu" else (d.index or 0)
 
     @property
     def requires_grad(self):
@@ -159,6 +168,11 @@ class Tensor:
         if self._rg and not force:
             raise RuntimeError("numpy(): can't call numpy() on a tensor that requires grad; "
                                "use tensor.detach().numpy()")
+        if self._data.__class__ is not _np.ndarray and B.is_device_array(self._data):
+            if force:
+                return B.to_host(self._data)
+            raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to "
+                            "copy the tensor to host memory first.")
         return self._data
 
     def item(self):
@@ -209,6 +223,9 @@ class Tensor:
         if self._rg:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
+        if self._data.__class__ is not _np.ndarray and B.is_device_array(self._data):
+            raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to "
+                            "copy the tensor to host memory first.")
         a = self._data if dtype is None else self._data.astype(dtype)
         return a.copy() if copy else a
 
@@ -218,6 +235,9 @@ class Tensor:
     def __repr__(self):
         d = self._data
         extras = []
+        if d.__class__ is not _np.ndarray and B.is_device_array(d):
+            d = B.to_host(d)   # printing reads the values: a copy to the host, as torch's
+            extras.append(f"device='{self.device}'")
         if d.size == 0:
             body = "[]"
             if d.shape != (0,):
@@ -334,12 +354,6 @@ class Tensor:
             dtype = getattr(DT, "bool_" if dt == "bool" else dt)
         return self.to(dtype)
 
-    def cpu(self):
-        return self
-
-    def cuda(self, *a, **k):
-        raise _no_device("cuda()", "cuda")
-
     def float(self):
         return self.to(DT.float32)
 
@@ -367,20 +381,29 @@ class Tensor:
     def element_size(self):
         return self._data.itemsize
 
-    def new_tensor(self, data, dtype=None, requires_grad=False):
-        return tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad)
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+        return tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad,
+                      device=self.device if device is None else device)
 
-    def new_zeros(self, *size, dtype=None):
-        return Tensor._make(xp.zeros(_size(size), dtype=dtype or self.dtype))
+    def _new_lib(self, device):
+        return B.namespace(self._data) if device is None else B.namespace_of_device(device)
 
-    def new_ones(self, *size, dtype=None):
-        return Tensor._make(xp.ones(_size(size), dtype=dtype or self.dtype))
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+        t = Tensor._make(self._new_lib(device).zeros(_size(size), dtype=DT.to_dtype(dtype) or self.dtype))
+        return t.requires_grad_(requires_grad)
 
-    def new_full(self, size, fill_value, dtype=None):
-        return Tensor._make(xp.full(_size((size,)), fill_value, dtype=dtype or self.dtype))
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+        t = Tensor._make(self._new_lib(device).ones(_size(size), dtype=DT.to_dtype(dtype) or self.dtype))
+        return t.requires_grad_(requires_grad)
 
-    def new_empty(self, *size, dtype=None):
-        return Tensor._make(xp.empty(_size(size), dtype=dtype or self.dtype))
+    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+        t = Tensor._make(self._new_lib(device).full(_size((size,)), fill_value,
+                                                    dtype=DT.to_dtype(dtype) or self.dtype))
+        return t.requires_grad_(requires_grad)
+
+    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+        t = Tensor._make(self._new_lib(device).empty(_size(size), dtype=DT.to_dtype(dtype) or self.dtype))
+        return t.requires_grad_(requires_grad)
 
 
 _LEGACY_TYPES = {"FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16",
@@ -465,39 +488,42 @@ class _HookHandle:
 
 
 _CPU = device("cpu")
+_CUDA0 = device("cuda", 0)
+
+
+def _device_of(a):
+    """The device an array lives on (a device array is on cuda:0; varlens drives one GPU per process)."""
+    return _CUDA0 if B.is_device_array(a) else _CPU
 
 
 def parse_to(args, kwargs):
-    """The dtype asked for by ``.to(...)`` arguments (Tensor.to and Module.to), or None.
-
-    Accepts dtypes, dtype names, a tensor (its dtype), and devices (names or ``device``
-    objects); any device other than the CPU is refused with a clear error.
-    """
+    """The (dtype, device) asked for by ``.to(...)`` arguments (Tensor.to and Module.to); either
+    is None when not asked.  Accepts dtypes, dtype names, a tensor (its dtype and device), and
+    devices (names, indices or ``device`` objects); a device that is not available raises."""
     dtype = kwargs.get("dtype")
-    devs = [kwargs.get("device")]
+    dev = kwargs.get("device")
     for a in args:
         if isinstance(a, Tensor):
-            dtype = a.dtype
+            dtype, dev = a.dtype, a.device
         elif isinstance(a, str) and a.rsplit(".", 1)[-1] in _DTYPE_NAMES:
             name = a.rsplit(".", 1)[-1]
             dtype = getattr(DT, "bool_" if name == "bool" else name)
-        elif isinstance(a, (str, device)) or a is None:
-            devs.append(a)
+        elif isinstance(a, (str, device)):
+            dev = a
+        elif a is None:
+            continue
         elif isinstance(a, (builtins.int, _np.integer)) and not isinstance(a, builtins.bool):
-            raise RuntimeError(f"to(): an int argument ({a}) is read as an accelerator device index, and no "
-                               "accelerator is available: varlens runs on the CPU; pass a dtype "
-                               "(varlens.float32, ...), 'cpu' or a Tensor")
+            dev = f"cuda:{int(a)}"   # an int is an accelerator index, as in torch
         elif isinstance(a, builtins.bool) or not (isinstance(a, (_np.dtype, type)) or hasattr(a, "is_floating_point")
                                                   or type(a).__module__.startswith("torch")):
             raise TypeError(f"to() received an invalid combination of arguments - got ({type(a).__name__}): "
-                            f"expected a dtype (varlens.float32, ...), a device ('cpu') or a Tensor, "
+                            f"expected a dtype (varlens.float32, ...), a device ('cpu', 'cuda') or a Tensor, "
                             f"got {a!r}")
         else:
             dtype = a
-    for d in devs:
-        if d is not None and device(d).type != "cpu":
-            raise _no_device("to()", str(d))
-    return dtype
+    if dev is not None:
+        B.namespace_of_device(dev)   # raises for a device that is not there
+    return dtype, dev
 
 
 def _size(size):
@@ -522,8 +548,11 @@ def tensor(data, dtype=None, requires_grad=False, device=None):
 
     Python floats become the default float dtype (float32), integers int64, bools bool.
     """
-    if device is not None and str(device) != "cpu":
-        raise RuntimeError(f"tensor(): device {device!r} is not available; only 'cpu' is accepted")
+    lib = B.namespace_of_device(device)
+    if lib is not _np:
+        t = tensor(data, dtype=dtype)
+        t._data = B.to_namespace(t._data, lib)
+        return t.requires_grad_(requires_grad) if requires_grad else t
     if isinstance(dtype, str):
         raise TypeError(f"tensor(): argument 'dtype' must be torch.dtype, not str ({dtype!r}; write "
                         f"varlens.{dtype.rsplit('.', 1)[-1]})")

@@ -16,7 +16,7 @@ from varlens.core import array as B
 from varlens.core import dtypes as DT
 from varlens.core import grad_mode as _gm
 from varlens.nn.parameter import Parameter
-from varlens.core.tensor import Tensor, _no_device, parse_to
+from varlens.core.tensor import Tensor, parse_to
 from varlens.ops.nn.hooks import _HookIdentity
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -178,6 +178,35 @@ class Module:
     _version = 1
     call_super_init = False
 
+
+    def __init_subclass__(cls, **kwargs):
+        """A layer whose constructor takes ``device=`` (torch's factory keyword) is built on the
+        CPU and then moved there, once, at the end of its own __init__."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None or getattr(init, "_moves_to_device", False):
+            return
+        import inspect
+        try:
+            params = inspect.signature(init).parameters
+        except (TypeError, ValueError):
+            return
+        if "device" not in params:
+            return
+        import functools
+
+        @functools.wraps(init)
+        def __init__(self, *args, **kw):
+            init(self, *args, **kw)
+            dev = kw.get("device")
+            if dev is None:
+                names = list(params)[1:]
+                if "device" in names and len(args) > names.index("device"):
+                    dev = args[names.index("device")]
+            if dev is not None and str(dev) != "cpu":
+                self.to(dev)
+        __init__._moves_to_device = True
+        cls.__init__ = __init__
     def __init__(self, *args, **kwargs):
         if args or kwargs:
             raise TypeError(f"{type(self).__name__}.__init__() got unexpected arguments {args} {kwargs}")
@@ -489,16 +518,27 @@ class Module:
                         t.grad._data = fn(t.grad._data)
         return self
 
-    def to(self, *args, **kwargs):
-        """Convert floating-point parameters and buffers to a dtype (in place, keeping the same
-        Parameter objects).  Devices other than 'cpu' are refused."""
-        dtype = parse_to(args, kwargs)
-        if dtype is None:
+    def to(self, *args, non_blocking=False, **kwargs):
+        """Move parameters and buffers to a device and/or convert the floating-point ones to a
+        dtype, in place: the same Parameter objects hold the new arrays (so an optimiser built
+        before the move still holds them), as torch's Module.to."""
+        dtype, dev = parse_to(args, kwargs)
+        dt = None
+        if dtype is not None:
+            dt = DT.to_dtype(dtype)
+            if dt.kind != "f":
+                raise TypeError(f"Module.to() only accepts floating point dtypes, but got desired dtype={dt}")
+        lib = None if dev is None else B.namespace_of_device(dev)
+
+        def fn(a):
+            if dt is not None and a.dtype.kind == "f" and a.dtype != dt:
+                a = a.astype(dt)
+            if lib is not None:
+                a = B.to_namespace(a, lib)
+            return a
+        if dt is None and lib is None:
             return self
-        dt = DT.to_dtype(dtype)
-        if dt.kind != "f":
-            raise TypeError(f"Module.to() only accepts floating point dtypes, but got desired dtype={dt}")
-        return self._apply(lambda a: a.astype(dt) if a.dtype.kind == "f" and a.dtype != dt else a)
+        return self._apply(fn)
 
     def float(self):
         return self.to(DT.float32)
@@ -513,10 +553,10 @@ class Module:
         return self.to(dst_type)
 
     def cpu(self):
-        return self
+        return self.to("cpu")
 
     def cuda(self, device=None):
-        raise _no_device("cuda()", "cuda")
+        return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
 
     # ------------------------------------------------------------------ state dict
     def state_dict(self, *args, destination=None, prefix="", keep_vars=False):

@@ -18,7 +18,7 @@ from varlens.core import grad_mode as _gm
 from varlens.core.array import xp
 from varlens.core.dtypes import to_dtype as _to_dtype
 from varlens.core.grad_mode import _enabled
-from varlens.core.tensor import Tensor, parse_to
+from varlens.core.tensor import Tensor
 from varlens.ops.creation import multinomial as _multinomial
 from varlens.ops.pointwise import abs as _abs_op, add as _add_op, cast as _cast_op, clamp as _clamp_op, clone as _clone_op, cos as _cos_op, div as _div_op, exp as _exp_op, log as _log_op, mul as _mul_op, neg as _neg_op, pow as _pow_op, sigmoid as _sigmoid_op, sin as _sin_op, sqrt as _sqrt_op, sub as _sub_op, tanh as _tanh_op
 from varlens.ops.activation import relu as _relu_op
@@ -245,15 +245,6 @@ def __setitem__(self, key, value):
             raise
     _inplace(self, None, _set)
 
-def tensor_to(self, *args, **kwargs):
-    dtype = parse_to(args, kwargs)
-    if dtype is None:
-        return self
-    dtype = _to_dtype(dtype)
-    if dtype == self._data.dtype:
-        return self
-    return _cast_op(self, dtype)
-
 def tensor_contiguous(self, memory_format=None):
     if self._data.flags.c_contiguous:
         return self
@@ -356,7 +347,6 @@ METHODS = {
     "map_": map_,
     "multinomial": tensor_multinomial,
     "__setitem__": __setitem__,
-    "to": tensor_to,
     "contiguous": tensor_contiguous,
     "clone": tensor_clone,
     "__iadd__": add_,

@@ -16,7 +16,7 @@ def test_device_idiom_runs_on_cpu():
     m = vl.nn.Linear(3, 2).to(dev)
     assert m(x).shape == (2,) and x.device == dev
     for bad in ("cuda", vl.device("cuda:0")):
-        with pytest.raises(RuntimeError, match="is not available; varlens runs on the CPU"):
+        with pytest.raises(RuntimeError, match="is not available: varlens computes on CUDA through CuPy"):
             x.to(bad)
     with pytest.raises(RuntimeError, match="'cuda' is not available"):
         m.to(device="cuda")

@@ -115,4 +115,4 @@ def dropout(input, p, train):  # noqa: A002
 
 _surface.install_namespace(globals())  # torch.* functions and keyword aliases (varlens/_surface.py)
 import importlib as _importlib  # noqa: E402
-random = _importlib.import_module("varlens.random")  # torch.random (manual_seed, fork_rng): the ops star import bound ops.random here
+from varlens import random  # noqa: E402  (torch.random: manual_seed, fork_rng)

@@ -12,6 +12,7 @@ import builtins as _builtins
 
 import numpy as np
 
+from varlens.core import simulated_cuda
 from varlens.core.dtypes import _default_float, to_dtype
 
 xp = np  # the host array namespace (NumPy); an op on device arrays uses namespace(...) instead
@@ -24,6 +25,12 @@ ndarray = np.ndarray
 # without a GPU, the simulated library's SimArray, core/simulated_cuda.py) on "cuda".  An op asks
 # ``namespace(*arrays)`` which library to compute with; Function.apply does it once per op and
 # keeps the answer on the node (``node.xp``), so forward and backward use their inputs' library.
+
+class DeviceUnavailableError(RuntimeError, AssertionError):
+    """Moving a tensor or module to a device that is not there.  PyTorch built without CUDA
+    raises AssertionError("Torch not compiled with CUDA enabled") for 'cuda'; this is both that
+    and a RuntimeError, so code catching either works."""
+
 
 _cuda = [None]        # the CUDA array library once chosen: cupy, the simulator, or False (none)
 _NS = {np.ndarray: np}   # array class -> namespace (host scalars count as NumPy)
@@ -38,7 +45,6 @@ def cuda_namespace(required=True):
     if lib is False:
         if not required:
             return None
-        from varlens.core.tensor import DeviceUnavailableError
         raise DeviceUnavailableError(
             "Torch not compiled with CUDA enabled: device 'cuda' is not available: varlens computes on "
             "CUDA through CuPy, which " + _cupy_problem[0] + ". Install it with `pip install varlens[cuda]` "
@@ -75,7 +81,6 @@ def _probe_cupy():
 
 
 def _use_simulator():
-    from varlens.core import simulated_cuda
     _NS[simulated_cuda.SimArray] = simulated_cuda.sim
     return simulated_cuda.sim
 

@@ -413,10 +413,7 @@ _DTYPE_NAMES = {"float16", "float32", "float64", "int8", "int16", "int32", "int6
                 "half", "float", "double", "short", "int", "long"}
 
 
-class DeviceUnavailableError(RuntimeError, AssertionError):
-    """Moving a tensor or module to a device other than the CPU.  PyTorch built without CUDA
-    raises AssertionError("Torch not compiled with CUDA enabled") for 'cuda'; this is both that
-    and a RuntimeError, so code catching either works."""
+DeviceUnavailableError = B.DeviceUnavailableError
 
 
 def _no_device(what, name):

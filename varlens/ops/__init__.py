@@ -46,3 +46,14 @@ from varlens.ops.scan import diff
 from varlens.ops.reduce import count_nonzero
 from varlens.ops.pointwise import frac, logit, nan_to_num
 from varlens.ops.index import index_add, index_copy, index_fill
+
+
+def _public_names():
+    """What ``from varlens.ops import *`` gives: the functions and classes above, never the family
+    submodules (``varlens.ops.device`` must not shadow ``varlens.device``)."""
+    import types
+    return sorted(n for n, v in globals().items()
+                  if not n.startswith("_") and n != "annotations" and not isinstance(v, types.ModuleType))
+
+
+__all__ = _public_names()

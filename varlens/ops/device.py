@@ -7,8 +7,10 @@ GPU from a tensor that was moved there sends its gradient back to the CPU leaf.
 from __future__ import annotations
 
 from varlens.core import array as B
+from varlens.core.dtypes import to_dtype
 from varlens.core.function import Function
 from varlens.core.tensor import Tensor, parse_to
+from varlens.ops.pointwise import cast, clone
 
 
 class ToDevice(Function):
@@ -46,8 +48,6 @@ def tensor_cpu(self, memory_format=None):
 def tensor_to(self, *args, non_blocking=False, copy=False, **kwargs):
     """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``: converted and moved
     (the same tensor when nothing changes and copy is False)."""
-    from varlens.ops.pointwise import cast
-    from varlens.core.dtypes import to_dtype
     dtype, dev = parse_to(args, kwargs)
     out = self
     if dev is not None:
@@ -57,7 +57,6 @@ def tensor_to(self, *args, non_blocking=False, copy=False, **kwargs):
         if dtype != out._data.dtype:
             out = cast(out, dtype)
     if copy and out is self:
-        from varlens.ops.pointwise import clone
         out = clone(self)
     return out
 

@@ -72,6 +72,8 @@ def _probe_cupy():
         _cupy_problem[0] = f"found no usable GPU ({type(e).__name__}: {e})"
         return False
     _NS[cupy.ndarray] = cupy
+    if not hasattr(cupy, "errstate"):
+        cupy.errstate = np.errstate   # (a host-side context; CuPy raises no floating-point warnings)
     try:
         import cupyx.scipy.special as _sp
         cupy.special = _sp

@@ -109,6 +109,8 @@ class SimArray:
     __array_priority__ = 2000
 
     def __init__(self, a):
+        if a.__class__ is not _np.ndarray:
+            a = _np.asarray(a)      # NumPy gives scalars from 0-d math; CuPy keeps 0-d arrays
         self._a = a
         n = a.nbytes if a.base is None else 0
         if n:

@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test bench clean data
+.PHONY: demo test test-gpu bench clean data
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -57,6 +57,28 @@ $(SYSDEPS): | $(BIN)/python
 
 test: $(TEST_STAMP) $(SYSDEPS)
 	$(BIN)/python -m pytest
+
+# the GPU parity runner, for a machine with an NVIDIA GPU (CUDA 12): installs CuPy into the venv and
+# runs the device suites (tests/test_device_*.py, tests/device/) on the real GPU (VARLENS_TEST_REAL_CUDA=1: the
+# sim_cuda fixture gives CuPy instead of the simulator; PyTorch's side of each comparison runs on
+# CUDA when its build has CUDA).  The log, headed with the date and the machine, goes to
+# benchmarks/gpu_results/ (README there).  Offline GPU machine: CUPY="--no-index --find-links wheels/ cupy-cuda12x";
+# a CUDA build of PyTorch: TORCH_CUDA="<pip arguments>" (e.g. torch==2.13.0 --index-url <pytorch.org CUDA index>).
+CUPY ?= cupy-cuda12x
+TORCH_CUDA ?=
+GPU_LOG = benchmarks/gpu_results/test-gpu-$(shell date -u +%Y-%m-%d).txt
+test-gpu: $(TEST_STAMP)
+	$(BIN)/python -m pip install -q $(CUPY)
+	if [ -n "$(TORCH_CUDA)" ]; then $(BIN)/python -m pip install -q $(TORCH_CUDA); fi
+	mkdir -p benchmarks/gpu_results
+	{ echo "make test-gpu, $$(date -u '+%Y-%m-%d %H:%M UTC'), commit $$(git rev-parse --short HEAD 2>/dev/null)"; \
+	  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; \
+	  $(BIN)/python -c "import cupy, torch; print('CuPy', cupy.__version__, '| PyTorch', torch.__version__, \
+	    '(CUDA: comparisons on the GPU)' if torch.cuda.is_available() else '(CPU only: comparisons on the CPU)')"; \
+	} | tee $(GPU_LOG)
+	( VARLENS_TEST_REAL_CUDA=1 $(BIN)/python -m pytest $(wildcard tests/test_device_*.py tests/device) -q -rf 2>&1; \
+	  echo $$? > $(GPU_LOG).rc ) | tee -a $(GPU_LOG)
+	rc=$$(cat $(GPU_LOG).rc); rm -f $(GPU_LOG).rc; exit $$rc
 
 # every benchmark against PyTorch in the same run.  bench_autograd, bench_fused, bench_train,
 # bench_rnn and bench_user_programs refresh their section of benchmarks/RESULTS.md unless given

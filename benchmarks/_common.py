@@ -58,3 +58,51 @@ def interleaved_blocks(variants, steps, block=10, warm=3, seed=1):
             wall[k].append((time.perf_counter() - t0) / block)
             cpu[k].append((time.process_time() - c0) / block)
     return wall, cpu
+
+
+def torch_gpt(V, T, n_layer, n_head, d):
+    """PyTorch's twin of varlens/models/gpt.py (learned positions, pre-LN blocks, tanh-GELU MLP,
+    tied output weights) with the same parameter names, so a varlens state dict loads as is;
+    ``forward(idx)`` gives the logits."""
+    import torch
+    import torch.nn as tnn
+    import torch.nn.functional as TF
+
+    class Attn(tnn.Module):
+        def __init__(s):
+            super().__init__()
+            s.c_attn, s.c_proj = tnn.Linear(d, 3 * d), tnn.Linear(d, d)
+
+        def forward(s, x):
+            B, L, C = x.shape
+            q, k, v = s.c_attn(x).split(C, 2)
+            q, k, v = (t.view(B, L, n_head, C // n_head).transpose(1, 2) for t in (q, k, v))
+            y = TF.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return s.c_proj(y.transpose(1, 2).reshape(B, L, C))
+
+    class Block(tnn.Module):
+        def __init__(s):
+            super().__init__()
+            s.ln_1, s.attn, s.ln_2 = tnn.LayerNorm(d), Attn(), tnn.LayerNorm(d)
+            s.mlp = tnn.Module()
+            s.mlp.c_fc, s.mlp.c_proj = tnn.Linear(d, 4 * d), tnn.Linear(4 * d, d)
+
+        def forward(s, x):
+            x = x + s.attn(s.ln_1(x))
+            return x + s.mlp.c_proj(TF.gelu(s.mlp.c_fc(s.ln_2(x)), approximate="tanh"))
+
+    class TGPT(tnn.Module):
+        def __init__(s):
+            super().__init__()
+            s.wte, s.wpe = tnn.Embedding(V, d), tnn.Embedding(T, d)
+            s.h = tnn.ModuleList([Block() for _ in range(n_layer)])
+            s.ln_f = tnn.LayerNorm(d)
+            s.lm_head = tnn.Linear(d, V, bias=False)
+            s.lm_head.weight = s.wte.weight
+
+        def forward(s, idx):
+            x = s.wte(idx) + s.wpe(torch.arange(idx.shape[1], device=idx.device))
+            for b in s.h:
+                x = b(x)
+            return s.lm_head(s.ln_f(x))
+    return TGPT()

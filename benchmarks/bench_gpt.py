@@ -1,8 +1,8 @@
 """GPT training step and generation speed, varlens against PyTorch eager in the same run.
 
 Model: 2 layers, d_model 128, 4 heads, context 64, vocab 96 (a character vocabulary),
-batch 32, AdamW (lr 3e-4), float32.  The PyTorch model below mirrors varlens's GPT
-(varlens/models/gpt.py) layer for layer and starts from the same weights.
+batch 32, AdamW (lr 3e-4), float32.  The PyTorch model (torch_gpt, benchmarks/_common.py)
+mirrors varlens's GPT (varlens/models/gpt.py) layer for layer and starts from the same weights.
 Peak memory: each library trains in a fresh subprocess; we report the peak resident set
 size (VmHWM) minus the resident size just before the first step.
 
@@ -27,7 +27,7 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_v] = os.environ.get("VARLENS_BENCH_THREADS", "1")
 
 import numpy as np  # noqa: E402
-from _common import machine  # noqa: E402  (benchmarks/_common.py)
+from _common import machine, torch_gpt  # noqa: E402  (benchmarks/_common.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SECTION = "## GPT training step and generation (bench_gpt.py)"
@@ -35,57 +35,9 @@ CFG = dict(vocab_size=96, block_size=64, n_layer=2, n_head=4, n_embd=128)
 BATCH = 32
 
 
-def torch_gpt():
-    import torch
-    import torch.nn as tnn
+def torch_loss(tm, x, y):
     import torch.nn.functional as TF
-
-    class Attn(tnn.Module):
-        def __init__(s):
-            super().__init__()
-            s.c_attn = tnn.Linear(128, 384)
-            s.c_proj = tnn.Linear(128, 128)
-
-        def forward(s, x):
-            B, T, C = x.shape
-            q, k, v = s.c_attn(x).split(C, 2)
-            q, k, v = (t.view(B, T, 4, 32).transpose(1, 2) for t in (q, k, v))
-            y = TF.scaled_dot_product_attention(q, k, v, is_causal=True)
-            return s.c_proj(y.transpose(1, 2).reshape(B, T, C))
-
-    class Block(tnn.Module):
-        def __init__(s):
-            super().__init__()
-            s.ln_1, s.attn, s.ln_2 = tnn.LayerNorm(128), Attn(), tnn.LayerNorm(128)
-            s.mlp = tnn.Module()
-            s.mlp.c_fc, s.mlp.c_proj = tnn.Linear(128, 512), tnn.Linear(512, 128)
-
-        def forward(s, x):
-            x = x + s.attn(s.ln_1(x))
-            return x + s.mlp.c_proj(TF.gelu(s.mlp.c_fc(s.ln_2(x)), approximate="tanh"))
-
-    class GPT(tnn.Module):
-        def __init__(s):
-            super().__init__()
-            s.wte, s.wpe = tnn.Embedding(96, 128), tnn.Embedding(64, 128)
-            s.h = tnn.ModuleList([Block(), Block()])
-            s.ln_f = tnn.LayerNorm(128)
-            s.lm_head = tnn.Linear(128, 96, bias=False)
-            s.lm_head.weight = s.wte.weight
-
-        def forward(s, idx, targets):
-            x = s.wte(idx) + s.wpe(torch.arange(idx.shape[1]))
-            for b in s.h:
-                x = b(x)
-            logits = s.lm_head(s.ln_f(x))
-            return TF.cross_entropy(logits.reshape(-1, 96), targets.reshape(-1))
-
-        def logits(s, idx):
-            x = s.wte(idx) + s.wpe(torch.arange(idx.shape[1]))
-            for b in s.h:
-                x = b(x)
-            return s.lm_head(s.ln_f(x))
-    return GPT()
+    return TF.cross_entropy(tm(x).reshape(-1, CFG["vocab_size"]), y.reshape(-1))
 
 
 def build():
@@ -95,7 +47,7 @@ def build():
     from varlens.models.gpt import GPT, GPTConfig
     vl.manual_seed(0)
     vm = GPT(GPTConfig(**CFG))
-    tm = torch_gpt()
+    tm = torch_gpt(CFG["vocab_size"], CFG["block_size"], CFG["n_layer"], CFG["n_head"], CFG["n_embd"])
     sd = {k: torch.from_numpy(v.numpy().copy()) for k, v in vm.state_dict().items()}
     tm.load_state_dict(sd)
     return vm, tm
@@ -129,7 +81,7 @@ def time_steps(lib, n):
 
         def step(i):
             x, y = batches[i % 4]
-            loss = tm(x, y)
+            loss = torch_loss(tm, x, y)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -156,7 +108,7 @@ def gen_tokens_per_s(lib, n_tokens=64):
     t0 = time.perf_counter()
     with torch.no_grad():
         for _ in range(n_tokens):  # PyTorch eager has no KV cache here: full prefix each token
-            logits = tm.logits(idx[:, -64:])[:, -1]
+            logits = tm(idx[:, -64:])[:, -1]
             idx = torch.cat([idx, logits.argmax(-1, keepdim=True)], 1)
     return n_tokens / (time.perf_counter() - t0)
 
@@ -190,7 +142,7 @@ def peak_memory_child(lib):
         xt, yt = torch.from_numpy(x), torch.from_numpy(y)
         base = _status("VmRSS")
         for _ in range(3):
-            loss = tm(xt, yt)
+            loss = torch_loss(tm, xt, yt)
             opt.zero_grad()
             loss.backward()
             opt.step()

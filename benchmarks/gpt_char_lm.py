@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import os
+import sys
 import time
 
 for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -31,50 +32,8 @@ import varlens as vl  # noqa: E402
 from varlens.datasets.text import CharVocab  # noqa: E402
 from varlens.text.char_lm import load_english, split_text, train_char_lm  # noqa: E402
 from varlens.models.gpt import GPT, GPTConfig  # noqa: E402
-
-
-def torch_gpt(V, T, n_layer, n_head, d):
-    import torch.nn as tnn
-    import torch.nn.functional as TF
-
-    class Attn(tnn.Module):
-        def __init__(s):
-            super().__init__()
-            s.c_attn, s.c_proj = tnn.Linear(d, 3 * d), tnn.Linear(d, d)
-
-        def forward(s, x):
-            B, L, C = x.shape
-            q, k, v = s.c_attn(x).split(C, 2)
-            q, k, v = (t.view(B, L, n_head, C // n_head).transpose(1, 2) for t in (q, k, v))
-            y = TF.scaled_dot_product_attention(q, k, v, is_causal=True)
-            return s.c_proj(y.transpose(1, 2).reshape(B, L, C))
-
-    class Block(tnn.Module):
-        def __init__(s):
-            super().__init__()
-            s.ln_1, s.attn, s.ln_2 = tnn.LayerNorm(d), Attn(), tnn.LayerNorm(d)
-            s.mlp = tnn.Module()
-            s.mlp.c_fc, s.mlp.c_proj = tnn.Linear(d, 4 * d), tnn.Linear(4 * d, d)
-
-        def forward(s, x):
-            x = x + s.attn(s.ln_1(x))
-            return x + s.mlp.c_proj(TF.gelu(s.mlp.c_fc(s.ln_2(x)), approximate="tanh"))
-
-    class TGPT(tnn.Module):
-        def __init__(s):
-            super().__init__()
-            s.wte, s.wpe = tnn.Embedding(V, d), tnn.Embedding(T, d)
-            s.h = tnn.ModuleList([Block() for _ in range(n_layer)])
-            s.ln_f = tnn.LayerNorm(d)
-            s.lm_head = tnn.Linear(d, V, bias=False)
-            s.lm_head.weight = s.wte.weight
-
-        def forward(s, idx):
-            x = s.wte(idx) + s.wpe(torch.arange(idx.shape[1]))
-            for b in s.h:
-                x = b(x)
-            return s.lm_head(s.ln_f(x))
-    return TGPT()
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # (also when loaded by a test)
+from _common import torch_gpt  # noqa: E402  (benchmarks/_common.py)
 
 
 STRIDE = [32]

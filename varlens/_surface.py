@@ -462,7 +462,6 @@ def _extra_methods():
                                        else s._data.strides[dim] // s._data.itemsize),
         "element_size": lambda s: s._data.itemsize,
         "data_ptr": lambda s: s._data.ctypes.data,
-        "pin_memory": lambda s: s,
         "share_memory_": lambda s: s,
         "exponential_": _random_fill("exponential"), "random_": _random_fill("random"),
     }
@@ -514,7 +513,6 @@ def _surface_methods():
     methods["absolute_"] = lambda s: s.abs_()
     methods["is_inference"] = lambda s: False
     methods["is_shared"] = lambda s: False
-    methods["is_pinned"] = lambda s: False
     # these replace methods whose signature was narrower
     for name in ("index_put", "movedim"):
         _S.set(name, methods.pop(name))

@@ -1,17 +1,27 @@
 """torch.amp / torch.autocast and GradScaler, as pass-throughs.
 
 Automatic mixed precision runs chosen ops in float16/bfloat16 on a GPU.  varlens runs
-on the CPU in the tensors' own dtypes (float32 by default), so ``autocast`` changes
+its ops in the tensors' own dtypes (float32 by default), so ``autocast`` changes
 nothing: it is a context manager and decorator that only checks its arguments.
 ``GradScaler`` keeps torch's interface (scale, unscale_, step, update, get_scale,
 state_dict): when enabled, scale(loss) multiplies by the current scale and unscale_/step
 divide it back out (skipping a step whose gradients hold inf/NaN and backing the scale
 off), so training gives the same numbers as without it; when disabled it passes
 everything through.
+
+On the CUDA device (``GradScaler("cuda")`` when varlens has one) the scale, the growth tracker
+and the found-inf flags live on the device, as PyTorch's: ``unscale_`` and ``update`` read
+nothing on the host, and ``step`` reads the found-inf flags once (to decide whether to step,
+PyTorch's one synchronisation per step).  ``get_scale()`` and ``state_dict()`` read the scale
+on the host, as in PyTorch.
 """
 from __future__ import annotations
 
 import functools
+
+import numpy as np
+
+from varlens.core import array as B
 
 _DEVICES = ("cpu", "cuda", "mps", "xpu", "xla", "hpu", "mtia", "meta")
 
@@ -62,12 +72,15 @@ class GradScaler:
     def __init__(self, device="cuda", init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
                  growth_interval=2000, enabled=True):
         dev = str(getattr(device, "type", device))
-        if enabled and dev != "cpu":
+        self._xp = None       # host bookkeeping (Python floats); the device's array library on CUDA
+        if enabled and dev.split(":")[0] == "cuda" and B.cuda_namespace(required=False) is not None:
+            self._xp = B.cuda_namespace()
+        elif enabled and dev != "cpu":
             # torch's default device is 'cuda'; with no such device torch disables the scaler
-            # with a UserWarning, and so does varlens (which has no CUDA device at all)
+            # with a UserWarning, and so does varlens (no CuPy or no GPU here)
             import warnings
             warnings.warn(f"GradScaler is enabled for device {dev!r}, but that device is not available "
-                          "(varlens computes on the CPU). Disabling.", UserWarning, stacklevel=2)
+                          "(varlens.cuda.is_available() is False). Disabling.", UserWarning, stacklevel=2)
             enabled = False
         self.device = dev
         if growth_factor <= 1.0:
@@ -81,12 +94,18 @@ class GradScaler:
         self._growth_tracker = 0
         self._unscaled = set()
         self._found_inf = {}
+        if self._xp is not None:
+            xp = self._xp
+            self._scale = xp.asarray(np.float32(self._scale))
+            self._growth_tracker = xp.zeros((), dtype=np.int32)
 
     def is_enabled(self):
         return self._enabled
 
     def get_scale(self):
-        return self._scale if self._enabled else 1.0
+        if not self._enabled:
+            return 1.0
+        return float(self._scale)    # (on the device: a host read, as PyTorch's .item())
 
     def scale(self, outputs):
         """outputs times the current scale (a tensor, or a list/tuple of them)."""
@@ -94,6 +113,9 @@ class GradScaler:
             return outputs
         if isinstance(outputs, (list, tuple)):
             return type(outputs)(self.scale(o) for o in outputs)
+        if self._xp is not None:
+            from varlens.core.tensor import Tensor
+            return outputs * Tensor._make(self._scale.astype(outputs._data.dtype))
         return outputs * self._scale
 
     def unscale_(self, optimizer):
@@ -103,7 +125,9 @@ class GradScaler:
         if id(optimizer) in self._unscaled:
             raise RuntimeError("unscale_() has already been called on this optimizer since the last update()")
         from varlens.core.grad_mode import no_grad
-        import numpy as np
+        if self._xp is not None:
+            self._unscale_on_device(optimizer)
+            return
         inv = 1.0 / self._scale
         found = False
         with no_grad():
@@ -116,13 +140,29 @@ class GradScaler:
         self._unscaled.add(id(optimizer))
         self._found_inf[id(optimizer)] = found
 
+    def _unscale_on_device(self, optimizer):
+        """unscale_ on the device: gradients times 1/scale (rounded to float32, as PyTorch's
+        inv_scale), and a device flag counting the gradients that hold inf/NaN; no host read."""
+        xp = self._xp
+        inv = (1.0 / self._scale.astype(np.float64)).astype(np.float32)
+        found = xp.zeros((), dtype=np.float32)
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    g = p.grad._data * inv.astype(p.grad._data.dtype)
+                    p.grad._data = g
+                    found = found + xp.logical_not(xp.isfinite(g).all()).astype(np.float32)
+        self._unscaled.add(id(optimizer))
+        self._found_inf[id(optimizer)] = found
+
     def step(self, optimizer, *args, **kwargs):
         """Unscale (if not done yet) and call optimizer.step() unless a gradient is inf/NaN."""
         if not self._enabled:
             return optimizer.step(*args, **kwargs)
         if id(optimizer) not in self._unscaled:
             self.unscale_(optimizer)
-        if self._found_inf.get(id(optimizer)):
+        found = self._found_inf.get(id(optimizer))
+        if found is not None and float(found):    # on the device: the step's one host read
             return None
         return optimizer.step(*args, **kwargs)
 
@@ -130,7 +170,9 @@ class GradScaler:
         """Adjust the scale: back off after an inf/NaN step, grow after growth_interval good steps."""
         if not self._enabled:
             return
-        if new_scale is not None:
+        if self._xp is not None:
+            self._update_on_device(new_scale)
+        elif new_scale is not None:
             self._scale = float(new_scale.item() if hasattr(new_scale, "item") else new_scale)
         elif any(self._found_inf.values()):
             self._scale *= self._backoff_factor
@@ -142,6 +184,29 @@ class GradScaler:
                 self._growth_tracker = 0
         self._unscaled.clear()
         self._found_inf.clear()
+
+    def _update_on_device(self, new_scale):
+        """update() with the scale and growth tracker on the device (PyTorch's
+        _amp_update_scale_): back off after inf/NaN, grow after growth_interval good steps."""
+        xp = self._xp
+        if new_scale is not None:
+            v = getattr(new_scale, "_data", new_scale)
+            self._scale = (B.to_namespace(v, xp) if B.is_array(v) else xp.asarray(v)).astype(np.float32)
+            return
+        found = None
+        for f in self._found_inf.values():
+            found = f if found is None else found + f
+        tracker = self._growth_tracker + 1
+        grow = tracker >= self._growth_interval
+        if found is None:
+            bad = xp.zeros((), dtype=np.bool_)
+        else:
+            bad = found > 0
+        s = self._scale
+        s = xp.where(bad, s * np.float32(self._backoff_factor),
+                     xp.where(grow, s * np.float32(self._growth_factor), s))
+        self._scale = s.astype(np.float32)
+        self._growth_tracker = xp.where(xp.logical_or(bad, grow), 0, tracker).astype(np.int32)
 
     def get_growth_factor(self):
         return self._growth_factor
@@ -155,9 +220,9 @@ class GradScaler:
     def state_dict(self):
         if not self._enabled:
             return {}
-        return {"scale": self._scale, "growth_factor": self._growth_factor,
+        return {"scale": self.get_scale(), "growth_factor": self._growth_factor,
                 "backoff_factor": self._backoff_factor, "growth_interval": self._growth_interval,
-                "_growth_tracker": self._growth_tracker}
+                "_growth_tracker": int(self._growth_tracker)}
 
     def load_state_dict(self, state_dict):
         if not self._enabled:
@@ -170,6 +235,9 @@ class GradScaler:
         self._backoff_factor = float(state_dict["backoff_factor"])
         self._growth_interval = int(state_dict["growth_interval"])
         self._growth_tracker = int(state_dict["_growth_tracker"])
+        if self._xp is not None:
+            self._scale = self._xp.asarray(np.float32(self._scale))
+            self._growth_tracker = self._xp.asarray(np.int32(self._growth_tracker))
 
 
 __all__ = ["autocast", "GradScaler", "custom_fwd", "custom_bwd", "is_autocast_available"]

@@ -30,14 +30,23 @@ def fftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False, **kwargs)
     import varlens
     k = varlens.arange(n, dtype=varlens.float64)
     k = varlens.where(k < (n + 1) // 2, k, k - n)
-    return (k / (d * n)).to(dtype or varlens.get_default_dtype()).requires_grad_(requires_grad)
+    return _finish(k / (d * n), dtype, device, requires_grad)
 
 
 def rfftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False, **kwargs):
     """[0, 1, ..., n // 2] / (d n), as torch.fft.rfftfreq."""
     import varlens
     k = varlens.arange(n // 2 + 1, dtype=varlens.float64)
-    return (k / (d * n)).to(dtype or varlens.get_default_dtype()).requires_grad_(requires_grad)
+    return _finish(k / (d * n), dtype, device, requires_grad)
+
+
+def _finish(f, dtype, device, requires_grad):
+    """The frequencies in the asked dtype (default: the default float) on the asked device."""
+    import varlens
+    f = f.to(dtype or varlens.get_default_dtype())
+    if device is not None:
+        f = f.to(device)
+    return f.requires_grad_(requires_grad)
 
 
 def _dims(x, dim):

@@ -19,7 +19,9 @@ is split into
   so they share memory again after loading (as torch.save keeps shared storages); other
   views (and views whose elements overlap, such as expanded ones) are saved as copies.
   A Tensor or Module saved twice is stored once (``"id"``) and referenced (``{"__ref__": id}``),
-  so tied weights stay one object.  dtypes and devices are stored by name.
+  so tied weights stay one object.  dtypes and devices are stored by name.  A tensor (or array)
+  on the CUDA device is stored as its host copy plus ``"device": "cuda:0"``; ``load`` puts it back
+  there, or where ``map_location`` says (see ``_placer``).
 
 A whole ``nn.Module`` is stored as ``{"__module__": {"module", "qualname", "state"}}``: the
 qualified name of its class and its attributes (parameters, buffers, sub-modules, plain
@@ -69,6 +71,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from varlens.core import array as B
 from varlens.core.dtypes import to_dtype
 from varlens.core.tensor import Tensor
 from varlens.core.tensor import device as _device
@@ -218,11 +221,18 @@ class _Packer:
         self.keep.append(obj)
         return k
 
+    def device_array(self, a):
+        """A CUDA array: its host copy, marked with the device it came from."""
+        d = self.array(B.to_host(a))
+        d["device"] = "cuda:0"
+        return d
+
     def pack(self, obj, where="obj"):
         if isinstance(obj, Tensor):
             if id(obj) in self.memo:
                 return {"__ref__": self.memo[id(obj)]}
-            d = self.array(obj._data)
+            a = obj._data
+            d = self.array(a) if a.__class__ is np.ndarray else self.device_array(a)
             d["tensor"] = True
             d["id"] = self._remember(obj)
             if obj.requires_grad:
@@ -237,6 +247,8 @@ class _Packer:
             return self.array(obj)
         if isinstance(obj, np.generic):
             return obj.item()
+        if B.is_device_array(obj):
+            return self.device_array(obj)
         if obj is None or isinstance(obj, (bool, int, float, str)):
             return obj
         if isinstance(obj, dict):
@@ -382,17 +394,22 @@ class _Unpacker:
         self.memo[k] = value
 
     def array(self, obj):
-        self.keys(obj, ["__array__"], ["view", "tensor", "requires_grad", "parameter", "id"])
+        self.keys(obj, ["__array__"], ["view", "tensor", "requires_grad", "parameter", "id", "device"])
         name = obj["__array__"]
         if not isinstance(name, str) or name not in self.arrays:
             raise self.bad(f"it refers to an array {str(name)[:40]!r} that the file does not hold")
         a = self.arrays[name]
         if "view" in obj:
             a = self.view(a, obj["view"])
+        loc = "cpu"
+        if "device" in obj:
+            loc = str(self.device(obj["device"]))
+            if loc != "cuda:0":
+                raise self.bad(f"an array's device must be 'cuda:0' (the only one varlens saves from), got {loc!r}")
         if not self.flag(obj, "tensor"):
             if any(k in obj for k in ("requires_grad", "parameter", "id")):
                 raise self.bad("tensor flags on an entry that is not a tensor")
-            return a
+            return a if self.place is None else self.place.array(a, loc)
         rg, param = self.flag(obj, "requires_grad"), self.flag(obj, "parameter")
         if rg and a.dtype.kind not in "fc":
             raise self.bad(f"a tensor of dtype {a.dtype} cannot require grad")
@@ -403,7 +420,7 @@ class _Unpacker:
             t = Tensor._make(a)
             if rg:
                 t.requires_grad_(True)
-        t = t if self.place is None else self.place(t)
+        t = t if self.place is None else self.place(t, loc)
         self.register(obj, t)
         return t
 
@@ -680,31 +697,104 @@ def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_seriali
             f.flush()
 
 
-def _placer(map_location):
-    """A function applied to every loaded Tensor for ``map_location`` (None: keep as is).
+def _no_cuda(what):
+    """The error for a CUDA target on a machine without CUDA (torch.load's advice: map to the CPU)."""
+    return RuntimeError(f"load: {what}: device 'cuda' is not available; varlens runs on the CPU here "
+                        "(varlens.cuda.is_available() is False: no CuPy or no GPU). Load with "
+                        "map_location='cpu' (or map_location=varlens.device('cpu')) to put the tensors on the CPU")
 
-    varlens tensors live on the CPU, so every form that maps to the CPU is accepted: None,
-    'cpu', a device object whose type is cpu, a dict {saved location: target} (files hold
-    'cpu' tensors), or torch's callable ``f(storage, location)``.  A target that is not the CPU
-    ('cuda:0', 'mps', ...) raises, as torch.load does on a machine without that device."""
-    if map_location is None:
-        return None
-    if isinstance(map_location, dict):
-        return _placer(map_location.get("cpu", map_location.get(_device("cpu"), "cpu")))
-    if isinstance(map_location, (str, _device)) or hasattr(map_location, "type") and not callable(map_location):
-        name = str(map_location)
-        if _device(name).type != "cpu":
-            raise RuntimeError(f"load: map_location={name!r}: device {_device(name).type!r} is not "
-                               "available; varlens runs on the CPU. Load with map_location='cpu' (or leave "
-                               "it out)")
-        return None
-    if callable(map_location):
-        def place(t):
-            out = map_location(t, "cpu")
-            return t if out is None else out
-        return place
-    raise TypeError(f"load: map_location must be None, a string such as 'cpu', a device, a dict or a "
-                    f"callable(storage, location); got {type(map_location).__name__}")
+
+def _device_name(dev, what):
+    """A map_location target as a device name ('cpu', 'cuda:0'); an unavailable device raises."""
+    name = str(dev)
+    try:
+        d = _device(name)
+    except ValueError:
+        raise RuntimeError(f"load: {what}: {name!r} is not a device name (expected 'cpu' or 'cuda')") from None
+    if d.type == "cpu":
+        return "cpu"
+    if d.type != "cuda":
+        raise RuntimeError(f"load: {what}: device {d.type!r} is not available; varlens runs on the CPU and, "
+                           "with CuPy, on CUDA. Load with map_location='cpu'")
+    if B.cuda_namespace(required=False) is None:
+        raise _no_cuda(what)
+    B.namespace_of_device(name)      # an index that is not there raises
+    return "cuda:0"
+
+
+class _Placer:
+    """Where each loaded tensor goes for ``map_location`` (torch.load's forms):
+
+    * None: back to the device it was saved from ('cpu' or 'cuda:0'); a CUDA tensor on a machine
+      without CUDA raises, naming map_location='cpu' as the way out (as torch.load);
+    * a device name or device object: every tensor goes there;
+    * a dict {saved location: target}: locations not in it stay where they were saved;
+    * a callable ``f(storage, location)``: called with the loaded (CPU) tensor and its saved
+      location; a tensor returned is used, None means the default (the saved location).
+
+    A tensor is moved by giving it the target device's array, so Parameters stay Parameters
+    and leaves stay leaves."""
+
+    def __init__(self, map_location):
+        self.fixed = self.table = self.fn = None
+        if map_location is None:
+            pass
+        elif isinstance(map_location, dict):
+            self.table = {}
+            for k, v in map_location.items():
+                if not isinstance(k, (str, _device)) and not hasattr(k, "type"):
+                    raise TypeError(f"load: map_location dict keys must be device names, got {type(k).__name__}")
+                self.table[_canonical(str(k))] = v
+        elif isinstance(map_location, (str, _device)) or hasattr(map_location, "type") and not callable(map_location):
+            self.fixed = _device_name(map_location, f"map_location={str(map_location)!r}")
+        elif callable(map_location):
+            self.fn = map_location
+        else:
+            raise TypeError(f"load: map_location must be None, a string such as 'cpu', a device, a dict or a "
+                            f"callable(storage, location); got {type(map_location).__name__}")
+
+    def target(self, loc):
+        if self.fixed is not None:
+            return self.fixed
+        if self.table is not None and loc in self.table:
+            return _device_name(self.table[loc], f"map_location[{loc!r}]={str(self.table[loc])!r}")
+        if loc == "cpu":
+            return "cpu"
+        if B.cuda_namespace(required=False) is None:
+            raise RuntimeError("load: attempting to deserialize a tensor saved on a CUDA device, but "
+                               "varlens.cuda.is_available() is False (no CuPy or no GPU). If you are running "
+                               "on a CPU-only machine, load with map_location='cpu' (or "
+                               "map_location=varlens.device('cpu')) to put the tensors on the CPU")
+        return "cuda:0"
+
+    def array(self, a, loc):
+        where = self.target(loc)
+        return a if where == "cpu" else B.to_namespace(a, B.namespace_of_device(where))
+
+    def __call__(self, t, loc):
+        if self.fn is not None:
+            out = self.fn(t, loc)
+            if isinstance(out, Tensor) and out is not t:   # keep the loaded object (a Parameter, a leaf)
+                t._data = out._data
+                return t
+            if out is not None:
+                return out
+            if self.table is None and self.fixed is None and loc == "cpu":
+                return t
+        where = self.target(loc)
+        if where != "cpu":
+            t._data = B.to_namespace(t._data, B.namespace_of_device(where))
+        return t
+
+
+def _canonical(name):
+    """'cuda' and 'cuda:0' are the same saved location (varlens saves from cuda:0)."""
+    return "cuda:0" if name == "cuda" else name
+
+
+def _placer(map_location):
+    """The _Placer for ``map_location``, or None when every tensor simply stays on the CPU."""
+    return _Placer(map_location)
 
 
 _FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
@@ -896,7 +986,9 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
     executed.  ``weights_only`` (default True, as torch 2.6+): a file holding a whole
     ``nn.Module`` is refused unless its classes are allowed (:func:`add_safe_globals`);
     ``weights_only=False`` loads it by importing its class by name (trust the file first).
-    ``map_location``: see ``_placer`` (everything lands on the CPU).  ``mmap`` is accepted for
+    ``map_location``: as torch.load (see ``_Placer``): None puts each tensor back on the device it
+    was saved from, a device (or name) puts every tensor there, a dict maps saved locations, a
+    callable(storage, location) decides per tensor.  ``mmap`` is accepted for
     paths and ignored (the file is read into memory); ``pickle_module`` and extra pickle
     arguments are accepted and ignored.
     """

@@ -6,14 +6,16 @@ primitive and are one Function each here: ndtri, log_ndtr, erfcx, i0e, i1, i1e (
 SciPy forward with its derivative beside it) and entr.  As everywhere in varlens, integer and bool
 inputs give the default float dtype (float32), as PyTorch.  The Bessel, Airy and
 orthogonal-polynomial functions have no gradient (as PyTorch); zeta, gammainc and gammaincc
-differentiate in their second argument only.
+differentiate in their second argument only.  On CUDA the special functions are
+cupyx.scipy.special's (``B.special(xp)``), computed on the device.
 """
 from __future__ import annotations
 
 import math
 
 from varlens import ops as _ops
-from varlens.core.array import xp
+from varlens.core import array as B
+from varlens.core.array import xp as _np   # the host library
 from varlens.ops.pointwise import _fl, erf, erfc, exp2, expm1, log1p  # noqa: F401
 from varlens.ops.special import _scipy_unary, _sp, digamma, erfinv, xlogy  # noqa: F401
 from varlens.ops.special import lgamma as gammaln
@@ -60,12 +62,14 @@ def xlog1py(input, other):  # noqa: A002
     if x is None and y is None:
         raise TypeError("special.xlog1py(): at least one of input and other must be a Tensor")
     like = x if x is not None else y
+    xp = B.namespace(like._data)   # a number operand is made on the Tensor's device
     x = _fl(x) if x is not None else Tensor._make(xp.asarray(input, dtype=_fl(like).dtype))
     y = _fl(y) if y is not None else Tensor._make(xp.asarray(other, dtype=x.dtype))
     yd = y._data
     bad = (x == 0)._data & ~((yd > -1) & xp.isfinite(yd))
     # log1p(0) only where x == 0 and log1p(y) is not finite: d/dx = log1p(y) elsewhere, as PyTorch
-    safe = _ops.where(Tensor._make(bad), Tensor._make(xp.zeros_like(yd)), y) if bad.any() else y   # not inf * 0
+    # (not inf * 0); on CUDA always, as ``bad`` is not read on the host
+    safe = _ops.where(Tensor._make(bad), Tensor._make(xp.zeros_like(yd)), y) if xp is not _np or bad.any() else y
     return x * log1p(safe)
 
 
@@ -108,11 +112,12 @@ def round(input, *, decimals=0):  # noqa: A001,A002
 
 
 def _no_grad(name, fn, what):
-    """special.<name>(input) by ``fn`` on the array (a scipy.special name, or a callable), with no
-    gradient (as PyTorch)."""
+    """special.<name>(input) by ``fn`` on the array (a scipy.special name, or a callable ``fn(xp, a)``),
+    with no gradient (as PyTorch)."""
     def f(input):  # noqa: A002
         x = _t(input, name)
-        return Tensor._make(xp.asarray((fn if callable(fn) else _sp(fn))(x._data), dtype=x.dtype))
+        xp = B.namespace(x._data)
+        return Tensor._make(xp.asarray((fn(xp, x._data) if callable(fn) else _sp(fn, xp)(x._data)), dtype=x.dtype))
     f.__name__ = f.__qualname__ = name
     f.__doc__ = f"torch.special.{name}(input): the {what} (no gradient, as PyTorch)."
     return f
@@ -129,8 +134,8 @@ _NO_GRAD = {  # name: (SciPy function, what it computes)
     "modified_bessel_k1": ("k1", "modified Bessel function of the second kind of order 1"),
     "scaled_modified_bessel_k0": ("k0e", "exponentially scaled e^x K0(x)"),
     "scaled_modified_bessel_k1": ("k1e", "exponentially scaled e^x K1(x)"),
-    "spherical_bessel_j0": (lambda a: _sp("spherical_jn")(0, a), "spherical Bessel function j0 = sin(x)/x"),
-    "airy_ai": (lambda a: _sp("airy")(a)[0], "Airy function Ai"),
+    "spherical_bessel_j0": (lambda xp, a: _sp("spherical_jn", xp)(0, a), "spherical Bessel function j0 = sin(x)/x"),
+    "airy_ai": (lambda xp, a: _sp("airy", xp)(a)[0], "Airy function Ai"),
 }
 globals().update({n: _no_grad(n, fn, what) for n, (fn, what) in _NO_GRAD.items()})
 
@@ -139,12 +144,14 @@ def _poly(name, scipy_name):
     """An orthogonal polynomial P_n(x) of integer degree n (no gradient, as PyTorch)."""
     def f(input, n):  # noqa: A002
         x = input if isinstance(input, Tensor) else None
-        nt = n._data if isinstance(n, Tensor) else xp.asarray(n)
+        nt = n._data if isinstance(n, Tensor) else _np.asarray(n)
+        xp = B.namespace(nt) if x is None else B.namespace(x._data, nt)
+        nt = xp.asarray(nt)   # (a number's degree: on the input's device)
         if x is None:
-            x = Tensor._make(xp.asarray(input, dtype=xp.float32 if nt.dtype.kind != "f" else nt.dtype))
+            x = Tensor._make(xp.asarray(input, dtype=_np.float32 if nt.dtype.kind != "f" else nt.dtype))
         x = _fl(x)
-        nn_ = xp.floor(nt).astype(xp.int64)
-        fn = _sp(scipy_name)
+        nn_ = xp.floor(nt).astype(_np.int64)
+        fn = _sp(scipy_name, xp)
         with xp.errstate(invalid="ignore"):
             v = fn(xp.maximum(nn_, 0), x._data)
         v = xp.where(nn_ < 0, 0, v)  # negative degree: 0, as PyTorch
@@ -165,8 +172,8 @@ def zeta(input, other):  # noqa: A002
     """Hurwitz zeta(input, other); gradient in ``other`` only (as PyTorch)."""
     from varlens.core import grad_mode as _gm
     from varlens.ops.pointwise import _promote
-    x = input if isinstance(input, Tensor) else Tensor._make(xp.asarray(input))
-    q = other if isinstance(other, Tensor) else Tensor._make(xp.asarray(other))
+    x = input if isinstance(input, Tensor) else Tensor._make(_np.asarray(input))
+    q = other if isinstance(other, Tensor) else Tensor._make(_np.asarray(other))
     if x.requires_grad and _gm.is_grad_enabled():
         raise NotImplementedError("special.zeta: the derivative with respect to input (the exponent x) is not "
                                   "implemented (as in PyTorch); detach it")

@@ -1,7 +1,11 @@
-"""torch.backends.cuda: varlens has no CUDA.  ``matmul.allow_tf32`` and the scaled-dot-product
-attention switches can be set and change nothing (varlens's attention is always the math
-kernel); ``is_built()`` is False."""
+"""torch.backends.cuda for varlens.  ``is_built()`` is True when varlens can compute on CUDA (CuPy
+imports and sees a GPU, or the simulated device is on).  ``matmul.allow_tf32`` and the
+scaled-dot-product attention switches can be set and change nothing: varlens's attention is
+always the math kernel, and CuPy's TF32 matmuls are chosen by its environment variable
+CUPY_TF32=1 (read by CuPy, docs/gpu.md)."""
 import contextlib as _contextlib
+
+from varlens.core import array as _B
 
 
 class _MatmulSwitches:
@@ -14,14 +18,15 @@ class _MatmulSwitches:
         self.fp32_precision = "none"
 
     def __repr__(self):
-        return "<varlens.backends.cuda.matmul switches (no effect: varlens has no CUDA)>"
+        return "<varlens.backends.cuda.matmul switches (no effect: CuPy's TF32 is CUPY_TF32=1)>"
 
 
 matmul = _MatmulSwitches()
 
 
 def is_built():
-    return False
+    """True when the CUDA device can be used (CuPy with a GPU, or the simulator)."""
+    return _B.cuda_namespace(required=False) is not None
 
 
 def flash_sdp_enabled():

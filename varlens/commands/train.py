@@ -95,6 +95,9 @@ def add_arguments(parser):
     parser.add_argument("--threads", type=int, default=1, metavar="N",
                         help="BLAS threads for NumPy's matrix products (default 1: small models run "
                              "fastest single-threaded, and busy-waiting threads slow a shared machine)")
+    parser.add_argument("--device", default=None, metavar="DEVICE",
+                        help="train on this device: cpu (default) or cuda (needs CuPy and an NVIDIA GPU); "
+                             "the run's results do not depend on it, so a run may resume on another device")
     parser.add_argument("--quiet", action="store_true", help="print only the final result")
     parser.add_argument("--tensorboard", nargs="?", const="", default=None, metavar="DIR",
                         help="write TensorBoard event files (default DIR: RUN_FOLDER/tensorboard)")
@@ -124,7 +127,7 @@ def config_from_args(args):
 
 
 def train(cfg, out, resume=None, checkpoint_every=None, quiet=False, progress=None, overwrite=False,
-          tensorboard=None, lens_every=None):
+          tensorboard=None, lens_every=None, device=None):
     """Build and fit the run described by ``cfg``; returns (trainer, test metrics).
 
     ``out`` must be empty or absent unless ``resume`` or ``overwrite`` (see run_folder.prepare);
@@ -137,12 +140,12 @@ def train(cfg, out, resume=None, checkpoint_every=None, quiet=False, progress=No
     from varlens.train import distributed as tdist
     validate_config(cfg)
     resume = tdist.on_main_then_shared(run_folder.prepare, out, resume, overwrite, quiet)  # mpiexec: rank 0 decides
-    model, opt, sched, loss_fn, (train_dl, val_dl, test_dl), st = build_run(cfg)
+    model, opt, sched, loss_fn, (train_dl, val_dl, test_dl), st = build_run(cfg, device=device)
     model, train_dl = tdist.wrap(model, train_dl, int(cfg["seed"]) + 1)  # DDP + DistributedSampler when N > 1
     trainer = Trainer(model, opt, loss_fn, scheduler=sched, grad_clip=cfg.get("grad_clip"),
                       accumulate=int(cfg.get("accumulate") or 1), early_stopping=cfg.get("early_stopping"),
                       restore_best=val_dl is not None, out_dir=out, checkpoint_every=checkpoint_every,
-                      progress=progress, quiet=quiet, config=cfg,
+                      progress=progress, quiet=quiet, config=cfg, device=device,
                       extra_state={"standardizer": st.state_dict()},
                       callbacks=_observers(out, tensorboard, lens_every))
     if tdist.is_main():
@@ -211,6 +214,12 @@ def run(args):
     args.quiet = args.quiet or not main
     try:
         cfg = config_from_args(args)
+        if getattr(args, "device", None) is not None:
+            from varlens.core.array import namespace_of_device
+            try:
+                namespace_of_device(args.device)     # no CUDA, or a bad name: a clear message
+            except (RuntimeError, TypeError) as e:
+                raise ValueError(f"--device {args.device}: {e}") from None
         out = args.out or os.path.join("runs", args.recipe)
         if not args.quiet:
             print(f"recipe {cfg['recipe']}: {cfg['description']}\nrun folder: {out}", flush=True)
@@ -218,7 +227,8 @@ def run(args):
             trainer, s = train(cfg, out, resume=args.resume, checkpoint_every=args.checkpoint_every,
                                quiet=args.quiet, progress=False if args.no_progress else None,
                                overwrite=getattr(args, "overwrite", False),
-                               tensorboard=getattr(args, "tensorboard", None), lens_every=getattr(args, "lens", None))
+                               tensorboard=getattr(args, "tensorboard", None), lens_every=getattr(args, "lens", None),
+                               device=getattr(args, "device", None))
     except (ValueError, FileNotFoundError, CheckpointError) as e:
         print(f"varlens train: error: {e}", file=sys.stderr)
         return 2

@@ -347,5 +347,5 @@ def erf(x, out=None):
     """The error function on host or device arrays (SciPy's, or the device library's)."""
     if x.__class__ is np.ndarray or not hasattr(x, "ndim"):
         return _scipy_erf(x) if out is None else _scipy_erf(x, out=out)
-    f = namespace(x).special.erf
+    f = special(namespace(x)).erf   # (a NumPy scalar from 0-d math: namespace is NumPy)
     return f(x) if out is None else f(x, out=out)

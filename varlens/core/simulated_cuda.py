@@ -81,6 +81,8 @@ def _wrap(r):
         return SimArray(_np.asarray(r))
     if c is tuple or c is list:
         return c(_wrap(e) for e in r)
+    if isinstance(r, tuple) and hasattr(r, "_fields"):   # NumPy's named results (linalg.qr, svd, ...)
+        return c(*(_wrap(e) for e in r))
     return r
 
 

@@ -1,7 +1,8 @@
 """torch.cuda.amp: the CUDA spellings of autocast and GradScaler (deprecated in PyTorch in favour
-of torch.amp, still common in public code).  varlens has no CUDA device: ``autocast()`` does
-nothing (varlens.amp.autocast) and ``GradScaler()`` disables itself with a UserWarning when
-enabled, as PyTorch's does on a machine without CUDA."""
+of torch.amp, still common in public code).  ``autocast()`` does nothing (varlens.amp.autocast);
+``GradScaler()`` scales on the CUDA device when varlens has one (its state on the device, see
+varlens.amp) and otherwise disables itself with a UserWarning, as PyTorch's does on a machine
+without CUDA."""
 from varlens.amp import GradScaler as _GradScaler, autocast as _autocast, custom_bwd, custom_fwd  # noqa: F401
 
 __all__ = ["autocast", "GradScaler", "custom_fwd", "custom_bwd"]
@@ -16,7 +17,7 @@ class autocast(_autocast):
 
 class GradScaler(_GradScaler):
     """``torch.cuda.amp.GradScaler(init_scale, growth_factor, backoff_factor, growth_interval,
-    enabled)``: torch.amp.GradScaler on device 'cuda' (disabled, with a warning, when enabled)."""
+    enabled)``: torch.amp.GradScaler on device 'cuda' (disabled, with a warning, without CUDA)."""
 
     def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
                  enabled=True):

@@ -27,6 +27,7 @@ import math
 
 import numpy as np
 
+from varlens.core import array as _B
 from varlens.lens import rules
 from varlens.lens.probes import ACT_NAMES, DROPOUT_LIKE, LINEAR_LIKE, NORM_LIKE
 
@@ -291,8 +292,8 @@ def _bn_eval(rec, x, meas, rm, rv, eps):
         return None, "no rule: per-channel input moments of an eval-mode BatchNorm were not recorded"
     scale_q = x.q / meas.q if meas.q > 0 else 1.0
     scale_m = x.mean / meas.mean if meas.mean else 1.0
-    rm = rm._data if hasattr(rm, "_data") else np.asarray(rm)
-    rv = rv._data if hasattr(rv, "_data") else np.asarray(rv)
+    rm = _B.to_host(rm._data if hasattr(rm, "_data") else rm)     # (a device buffer: copied)
+    rv = _B.to_host(rv._data if hasattr(rv, "_data") else rv)
     return rules.batchnorm_eval_forward(cm * scale_m, cq * scale_q, np.asarray(rm, dtype=np.float64),
                                         np.asarray(rv, dtype=np.float64), rec.param("weight"),
                                         rec.param("bias"), eps), None
@@ -475,7 +476,7 @@ def _backward_rule(c, i, gq, lens):
             return (rules.dropout_backward(gq, float(m.p)) if m.training else gq), None
         if t in NORM_LIKE and x is not None:
             if t.startswith("BatchNorm") and not m.training:
-                rv = m.running_var._data if hasattr(m.running_var, "_data") else m.running_var
+                rv = _B.to_host(m.running_var._data if hasattr(m.running_var, "_data") else m.running_var)
                 return rules.batchnorm_eval_backward(gq, np.asarray(rv, dtype=np.float64), c.param("weight"),
                                                      float(getattr(m, "eps", 1e-5))), None
             return rules.norm_backward(gq, c.inp_var_group or x.var, c.param("weight")), None

@@ -27,6 +27,7 @@ import os
 
 import numpy as np
 
+from varlens.core import array as B
 from varlens.lens.compare import compare
 from varlens.lens.probes import Lens
 from varlens.train.callbacks import Callback
@@ -76,12 +77,19 @@ class LensHistory:
     def _arm(self):
         """Before a sampled step's update: copy the parameters (for |Δw| / |w|)."""
         if self._sampled_now():
-            self._before = {n: p.detach().numpy().copy() for n, p in self.model.named_parameters()}
+            # copies on the parameters' device (|dw| / |w| is reduced there: two scalars come back)
+            self._before = {n: p._data.copy() for n, p in self.model.named_parameters()}
         else:
             self._before = None
 
     def _quantiles(self, a):
-        flat = np.asarray(a).reshape(-1)
+        if B.is_device_array(a):     # the sample is gathered on the device; only it comes back
+            flat = a.reshape(-1)
+            if flat.size > self.sample:
+                flat = flat[B.to_namespace(self._rng.integers(0, flat.size, self.sample), B.namespace(flat))]
+            flat = B.to_host(flat)
+        else:
+            flat = np.asarray(a).reshape(-1)
         if flat.size > self.sample:
             flat = flat[self._rng.integers(0, flat.size, self.sample)]
         flat = flat[np.isfinite(flat)].astype(np.float64)
@@ -124,9 +132,10 @@ class LensHistory:
                     old = self._before.get(n)
                     if old is None:
                         continue
-                    w = p.detach().numpy()
-                    den = float(np.linalg.norm(old))
-                    point["update_ratio"][n] = float(np.linalg.norm(w - old)) / den if den > 0 else None
+                    w = p._data
+                    xp = B.namespace(w, old)
+                    den = float(xp.linalg.norm(old))
+                    point["update_ratio"][n] = float(xp.linalg.norm(w - old)) / den if den > 0 else None
             point["quantiles"] = {f"{k[0]}|{k[1]}": v for k, v in self._hist.items() if v is not None}
             self._hist = {}
             self.points.append(point)

@@ -22,6 +22,11 @@ ops by the innermost running module plus the op (``blocks.3.attn:softmax``,
 step, the first sampled step included) it records weight and weight-gradient statistics,
 float16/bfloat16 headroom counts and per-unit moments; then it arms the hooks for the next
 step if that is to be sampled (every ``every`` steps).  ``lens.detach()`` removes every hook.
+
+A model on the CUDA device is measured there: the statistics above are reduced on the device
+and a few scalars per tensor come back (varlens.lens.records).  The rarer extras (normalisation
+groups' variances, channel and feature means on detail steps, softmax row variances, attention
+internals, pooling correlations) are computed on a host copy of the tensor.
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ import sys
 
 import numpy as np
 
+from varlens.core import array as B
 from varlens.core.array import ones_cached
 from varlens.lens.records import (SAT_LEVEL, InputMoments, Record, Stats, _summarize_general,  # noqa: F401
                                   moments, summarize)
@@ -160,6 +166,11 @@ def _first_tensor(obj):
             if t is not None:
                 return t
     return None
+
+
+def _h(a):
+    """A host (NumPy) array with ``a``'s values: ``a`` itself on the CPU, a copy of a CUDA array."""
+    return a if a.__class__ is np.ndarray else B.to_host(a)
 
 
 def _is_param(t):
@@ -403,16 +414,16 @@ class Lens:
                 return
             m, q = mo[1], mo[2]
         if i == 0 and module is not None and rec.kind in NORM_LIKE:
-            rec.inp_var_group = self._group_var(module, a, rec.params)
+            rec.inp_var_group = self._group_var(module, _h(a), rec.params)
             if rec.kind.startswith("BatchNorm") and not module.training:
-                x = a.astype(np.float64)
+                x = _h(a).astype(np.float64)
                 axes = (0,) + tuple(range(2, x.ndim))
                 rec.params["channel_mean"] = x.mean(axis=axes)
                 rec.params["channel_q"] = (x * x).mean(axis=axes)
         if i == 0 and module is not None and rec.kind in LINEAR_LIKE | POOL_LIKE:
             rec.params["in_shape"] = tuple(a.shape)
         if i == 0 and self._detail and rec.kind in MIXING_KINDS:
-            self._feature_means(rec, a)
+            self._feature_means(rec, _h(a))
         if i == 0 and self._detail and (rec.kind in ACT_OPS or rec.kind in ACT_NAMES) and rec.kind != "Identity":
             if prev is not None and prev[0] is a:
                 pr = self.records[prev[1]]
@@ -421,7 +432,7 @@ class Lens:
                     pk.startswith("BatchNorm") or a.ndim == 4
             else:
                 rec.params["conv_input"] = a.ndim == 4
-            _channel_moments(rec, a)
+            _channel_moments(rec, _h(a))
         im.add(m, q, a.shape)
 
     @staticmethod
@@ -556,7 +567,7 @@ class Lens:
             x, y = args[0]._data, args[1]._data
             if x.shape == y.shape and x.size:
                 with np.errstate(over="ignore", invalid="ignore"):
-                    c = float(np.vdot(x.reshape(-1), y.reshape(-1))) / x.size
+                    c = float(B.namespace(x, y).vdot(x.reshape(-1), y.reshape(-1))) / x.size
                 rec.cross += c
                 rec.cross_n += 1
         if kwargs or new or op in ("dropout", "softmax", "log_softmax", "sdpa", "batch_norm", "avg_pool"):
@@ -584,7 +595,7 @@ class Lens:
             if top > 0:
                 p["p"] = 1.0 - 1.0 / top
         elif op in ("softmax", "log_softmax") and isinstance(args[0], _Tensor):
-            x = args[0]._data
+            x = _h(args[0]._data)
             dim = args[1] if len(args) > 1 and isinstance(args[1], int) else kwargs.get("dim", -1)
             with np.errstate(invalid="ignore", over="ignore"):
                 rv = float(np.mean(np.var(x.astype(np.float64), axis=dim)))
@@ -592,37 +603,41 @@ class Lens:
             p["row_var_n"] = p.get("row_var_n", 0) + 1
             p["n"] = x.shape[dim]
         elif op in ("layer_norm", "rms_norm"):
-            x = args[0]._data.astype(np.float64)
+            x = _h(args[0]._data).astype(np.float64)
             axes = tuple(range(x.ndim - int(kwargs.get("nd", 1)), x.ndim))
             rec.inp_var_group = _norm_stats(x, axes, float(kwargs.get("eps") or 1e-5), op == "rms_norm", p)
         if op == "batch_norm":
             bs = kwargs.get("batch_stats", True)
             p["batch_stats"] = bool(bs)
             if bs:
-                x = args[0]._data.astype(np.float64)
+                x = _h(args[0]._data).astype(np.float64)
                 rec.inp_var_group = _norm_stats(x, (0,) + tuple(range(2, x.ndim)), float(kwargs.get("eps") or 1e-5),
                                                 False, p)
             if not bs:
-                p["running_mean"] = np.asarray(kwargs.get("mean")).reshape(-1).astype(np.float64)
-                p["running_var"] = np.asarray(kwargs.get("var")).reshape(-1).astype(np.float64)
-                x = args[0]._data.astype(np.float64)
+                p["running_mean"] = _h(kwargs.get("mean")).reshape(-1).astype(np.float64)
+                p["running_var"] = _h(kwargs.get("var")).reshape(-1).astype(np.float64)
+                x = _h(args[0]._data).astype(np.float64)
                 axes = (0,) + tuple(range(2, x.ndim))
                 p["channel_mean"] = x.mean(axis=axes)
                 p["channel_q"] = (x * x).mean(axis=axes)
         elif op == "avg_pool":
-            p["lag_corr"] = _window_correlation(args[0]._data, kwargs.get("kernel_size", (2, 2)))
+            p["lag_corr"] = _window_correlation(_h(args[0]._data), kwargs.get("kernel_size", (2, 2)))
 
     def _sdpa_internals(self, path, args, res):
         """Attention logits and probabilities of a fused scaled_dot_product_attention: records
         ``<path>:sdpa.logits`` and ``<path>:sdpa.softmax`` (forward statistics only)."""
-        q, k = args[0]._data, args[1]._data
+        q_dev, k_dev = args[0]._data, args[1]._data
+        q, k = _h(q_dev), _h(k_dev)
         mask = args[3] if len(args) > 3 else None
+        if mask is not None and B.is_device_array(mask):
+            mask = B.to_host(mask)
         scale = float(args[5]) if len(args) > 5 else 1.0 / math.sqrt(q.shape[-1])
         s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
         node = res._node
         p = None
         if node is not None and node.saved and len(node.saved) > 3:
             p = node.saved[3]
+            p = None if p is None else _h(p)
         if p is None:
             z = s if mask is None else (np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask)
             zm = np.max(z, axis=-1, keepdims=True)
@@ -652,8 +667,8 @@ class Lens:
                 rec.params["row_var_n"] = rec.params.get("row_var_n", 0) + 1
                 rec.params["d"] = q.shape[-1]
                 rec.params["scale"] = scale
-                self._note_input(rec, 0, q)
-                self._note_input(rec, 1, k)
+                self._note_input(rec, 0, q_dev)
+                self._note_input(rec, 1, k_dev)
             else:
                 rec.out.update(arr, "softmax")
                 n_valid = (valid.reshape(-1, valid.shape[-1]).sum(axis=1) if valid is not None

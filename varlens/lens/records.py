@@ -45,6 +45,11 @@ Fields (framework-neutral: the PyTorch adapter fills the same structure)::
     nonfinite  dict   {'forward': step, 'backward': step} of the first sampled step on which
                       this tensor held a NaN/Inf (Lens.first_nonfinite names the first record)
 
+On the CUDA device the per-array reductions (``summarize``, ``moments``, ``Stats.update_param``,
+saturation, headroom counts, per-unit second moments) run on the device with its array library
+(:func:`_device_summary` and friends), and only their few scalars (a vector of units for the
+per-unit moments) are copied to the host, one copy per array.
+
 ``Stats`` holds streaming float64 moments of a stream of arrays (count, mean, M2, max |x|,
 zeros, NaN/Inf counts, per-row second moments for the standard error, saturation, and the
 float16/bfloat16 headroom counts).  A tensor that is all NaN or all Inf has ``n == 0`` but
@@ -57,6 +62,7 @@ import math
 
 import numpy as np
 
+from varlens.core import array as B
 from varlens.core.array import ones_cached
 from varlens.lens.kernels import row_stats
 
@@ -67,6 +73,57 @@ BF16_MAX, BF16_TINY = float(np.float32((2 - 2 ** -7) * 2.0 ** 127)), 2.0 ** -126
 NUMERICS_SAMPLE = 4096    # elements read per tensor for the headroom fractions (strided sample)
 
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _on_device(a):
+    """True for a CUDA array (statistics reduced there, only scalars copied back)."""
+    return a.__class__ is not np.ndarray and B.is_device_array(a)
+
+
+def _host_values(xp, values):
+    """The device scalars ``values`` as host float64 numbers, in one copy."""
+    return B.to_host(xp.stack([v.astype(np.float64) for v in values]))
+
+
+def _device_summary(a):
+    """:func:`summarize` of a CUDA array, reduced on the device in float64 (NaN/Inf counted and
+    left out, as :func:`_summarize_general`); one copy of ten scalars to the host."""
+    xp = B.namespace(a)
+    rows2 = a.reshape(a.shape[0], -1)
+    m, width = rows2.shape
+    x = rows2.astype(np.float64)
+    fin = xp.isfinite(x)
+    xf = xp.where(fin, x, 0.0)
+    n = fin.sum()
+    s1 = xf.sum()
+    mean = s1 / xp.maximum(n, 1)
+    d = xp.where(fin, xf - mean, 0.0)
+    m2 = (d * d).sum()
+    rsq = (xf * xf).sum(axis=1)
+    rowfin = fin.all(axis=1)
+    rn = rowfin.sum()
+    rq = xp.where(rowfin, rsq / width, 0.0)
+    rmean = rq.sum() / xp.maximum(rn, 1)
+    rd = xp.where(rowfin, rq - rmean, 0.0)
+    h = _host_values(xp, [n, mean, m2, xp.abs(xf).max(), (x == 0).sum(), xp.isnan(x).sum(),
+                          rn, rmean, (rd * rd).sum()])
+    n_, nan_ = int(h[0]), int(h[5])
+    inf_ = int(rows2.size - n_ - nan_)
+    rows = (int(h[6]), float(h[7]), float(h[8])) if h[6] else (0, 0.0, 0.0)
+    if n_ == 0:
+        return (0, 0.0, 0.0, 0.0, 0, nan_, inf_, rows, width)
+    return (n_, float(h[1]), float(h[2]), float(h[3]), int(h[4]), nan_, inf_, rows, width)
+
+
+def _device_sums(a):
+    """(n finite, sum, sum of squares, max |x|, nan, inf) of a CUDA array, one copy to the host."""
+    xp = B.namespace(a)
+    x = a.reshape(-1).astype(np.float64)
+    fin = xp.isfinite(x)
+    xf = xp.where(fin, x, 0.0)
+    h = _host_values(xp, [fin.sum(), xf.sum(), xf @ xf, xp.abs(xf).max(), xp.isnan(x).sum()])
+    n = int(h[0])
+    return n, float(h[1]), float(h[2]), float(h[3]), int(h[4]), int(x.size - n - int(h[4]))
 
 
 def _stats2d(a):
@@ -102,6 +159,9 @@ def moments(a):
     propagation rule.  None if empty or not finite."""
     if a.size == 0:
         return None
+    if _on_device(a):
+        n, s1, s2, _, nan, inf = _device_sums(a)
+        return None if (nan or inf or not n) else (n, s1 / n, s2 / n)
     st = _stats2d(a)
     if st is not None:
         n = a.size
@@ -123,6 +183,8 @@ def summarize(a):
     """
     if a.ndim == 0:
         a = a.reshape(1, 1)
+    if _on_device(a):
+        return _device_summary(a)
     rows2 = a.reshape(a.shape[0], -1)
     r = None
     if rows2.dtype in _FAST and rows2.size and rows2.flags.c_contiguous:
@@ -287,6 +349,17 @@ class Stats:
             return
         if self._pend:
             self._fold()
+        if _on_device(a):
+            n, s1, s2, amax, nan, inf = _device_sums(a)
+            self._nan += nan
+            self._inf += inf
+            if n == 0:
+                return
+            mean = s1 / n
+            self._merge_moments(n, mean, max(s2 - n * mean * mean, 0.0))
+            self._amax = max(self._amax, amax)
+            self._width = n
+            return
         st = _stats2d(a)
         if st is not None:
             s1, s2, amax, n = st[0], st[1], st[3], a.size
@@ -326,6 +399,9 @@ class Stats:
         self._rows = n
 
     def _saturation(self, a, kind):
+        if _on_device(a):
+            self._saturation_on_device(a, kind)
+            return
         if kind == "tanh":
             self.sat += int(np.count_nonzero(np.abs(a) > SAT_LEVEL))
             self.sat_n += a.size
@@ -341,6 +417,25 @@ class Stats:
             ent = ent[np.isfinite(ent)]
             self.entropy_sum += float(ent.sum())
             self.entropy_n += ent.size
+
+    def _saturation_on_device(self, a, kind):
+        """_saturation reduced on the device (one copy of two scalars)."""
+        xp = B.namespace(a)
+        if kind == "tanh":
+            self.sat += int(_host_values(xp, [(xp.abs(a) > SAT_LEVEL).sum()])[0])
+            self.sat_n += a.size
+        elif kind == "sigmoid":
+            self.sat += int(_host_values(xp, [xp.logical_or(a > SAT_LEVEL, a < 1 - SAT_LEVEL).sum()])[0])
+            self.sat_n += a.size
+        elif kind == "softmax":
+            p = a.reshape(-1, a.shape[-1]).astype(np.float64)
+            ent = -(xp.where(p > 0, p * xp.log(xp.where(p > 0, p, 1.0)), 0.0)).sum(axis=1)
+            fin = xp.isfinite(ent)
+            h = _host_values(xp, [(p.max(axis=1) > SAT_LEVEL).sum(), xp.where(fin, ent, 0.0).sum(), fin.sum()])
+            self.sat += int(h[0])
+            self.sat_n += p.shape[0]
+            self.entropy_sum += float(h[1])
+            self.entropy_n += int(h[2])
 
     # ------------------------------------------------------------------ results
     @property
@@ -366,6 +461,17 @@ class Stats:
         if flat.dtype.kind != "f" or flat.size == 0:
             return
         step = max(1, flat.size // NUMERICS_SAMPLE)
+        if _on_device(flat):
+            xp = B.namespace(flat)
+            s = xp.abs(flat[::step].astype(np.float64))
+            nz = s > 0
+            h = _host_values(xp, [xp.logical_and(nz, s < F16_TINY).sum(), xp.logical_and(nz, s < BF16_TINY).sum(),
+                                  (s > F16_MAX).sum()])
+            self.tiny16 += int(h[0])
+            self.tiny_bf16 += int(h[1])
+            self.over16 += int(h[2])
+            self.num_n += int(s.size)
+            return
         s = np.abs(flat[::step])
         with np.errstate(invalid="ignore"):
             nz = s > 0
@@ -535,10 +641,15 @@ class Record:
         with units along ``axis``."""
         if a.ndim == 0 or a.dtype.kind != "f":
             return
-        x = (a if axis == a.ndim - 1 else np.moveaxis(a, axis, -1)).reshape(-1, a.shape[axis])
-        with np.errstate(over="ignore", invalid="ignore"):
-            # accumulated in the array's own precision (a noise estimate needs no more than float32's)
-            u = np.einsum("ij,ij->j", x, x).astype(np.float64) / x.shape[0]
+        if _on_device(a):     # reduced on the device; the vector of units comes back
+            xp = B.namespace(a)
+            x = (a if axis == a.ndim - 1 else xp.moveaxis(a, axis, -1)).reshape(-1, a.shape[axis])
+            u = B.to_host((x * x).sum(axis=0).astype(np.float64)) / x.shape[0]
+        else:
+            x = (a if axis == a.ndim - 1 else np.moveaxis(a, axis, -1)).reshape(-1, a.shape[axis])
+            with np.errstate(over="ignore", invalid="ignore"):
+                # accumulated in the array's own precision (a noise estimate needs no more than float32's)
+                u = np.einsum("ij,ij->j", x, x).astype(np.float64) / x.shape[0]
         fq, fc = ("grad_unit_q", "grad_unit_calls") if grad else ("unit_q", "unit_calls")
         cur = getattr(self, fq)
         if cur is None or cur.shape != u.shape:

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 
 import varlens as vl
 from varlens import nn
+from varlens.core.array import namespace as array_namespace
 from varlens.core.array import xp
 from varlens.nn import functional as F
 from varlens.nn.positional import apply_rotary, rope_angles, sinusoidal_table
@@ -61,7 +62,8 @@ class CausalSelfAttention(nn.Module):
         if cache is not None:
             cache["k"], cache["v"] = k.detach(), v.detach()
         S = k.shape[2]
-        mask = None if T == 1 else vl.Tensor._make(xp.tril(xp.ones((T, S), dtype=bool), k=past))
+        lib = array_namespace(x._data)    # the mask is made on the input's device
+        mask = None if T == 1 else vl.Tensor._make(lib.tril(lib.ones((T, S), dtype=bool), k=past))
         y = scaled_dot_product_attention(q, k, v, attn_mask=mask,
                                          dropout_p=self.dropout if self.training else 0.0)
         y = y.transpose(1, 2).reshape(B, T, C)
@@ -139,7 +141,7 @@ class GPT(nn.Module):
         x = self.wte(idx)
         rope = None
         if self.config.pos == "learned":
-            x = x + self.wpe(vl.arange(past, past + T))
+            x = x + self.wpe(vl.arange(past, past + T, device=idx.device))
         elif self.config.pos == "sinusoidal":
             x = x + self.pe[past:past + T]
         else:
@@ -183,11 +185,13 @@ class GPT(nn.Module):
 
 def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
     """One token per row from logits (B, V): greedy at temperature 0, else softmax(logits/T)
-    restricted to the top-k tokens and/or the smallest set whose probability reaches top_p."""
-    z = logits.detach().numpy().astype(xp.float64)
+    restricted to the top-k tokens and/or the smallest set whose probability reaches top_p.
+    The draw is made on the host with the CPU generator (one copy of the logits per token), so a
+    seed gives the same tokens on every device; the tokens go back to the logits' device."""
+    z = logits.detach().cpu().numpy().astype(xp.float64)
     B, V = z.shape
     if temperature == 0:
-        return vl.tensor(z.argmax(-1)[:, None])
+        return vl.tensor(z.argmax(-1)[:, None]).to(logits.device)
     z = z / temperature
     if top_k is not None and top_k < V:
         kth = xp.sort(z, axis=-1)[:, -top_k][:, None]
@@ -205,4 +209,4 @@ def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None)
     g = generator or vl.random.default_generator
     u = g.random((B, 1))
     idx = (xp.cumsum(p, -1) < u).sum(-1)
-    return vl.tensor(xp.minimum(idx, V - 1)[:, None])
+    return vl.tensor(xp.minimum(idx, V - 1)[:, None]).to(logits.device)

@@ -18,7 +18,8 @@ from varlens.nn.functional._errors import ArgAssertionError, ShapeAssertionError
 from varlens.nn.linear import Linear
 from varlens.nn.module import Module
 from varlens.nn.parameter import Parameter
-from varlens.ops.nn.attention import scaled_dot_product_attention
+from varlens.ops.nn.attention import causal_mask, scaled_dot_product_attention
+from varlens.core import array as B
 from varlens.core.tensor import Tensor
 from varlens.core.dtypes import get_default_dtype
 from varlens.nn import functional as F
@@ -144,7 +145,7 @@ class MultiheadAttention(Module):
             return ops.permute(ops.reshape(t, (T, N, H, Dh)), (1, 2, 0, 3))
         q, k, v = heads(q, L), heads(k, S), heads(v, S)
         if is_causal and attn_mask is None:
-            attn_mask = ~xp.tril(xp.ones((L, S), dtype=bool))
+            attn_mask = ~causal_mask(L, S, B.namespace(query._data))   # on the query's device
         mask = merge_masks(attn_mask, key_padding_mask, N, H, L, S, query.dtype)
         p = self.dropout if self.training else 0.0
         res = scaled_dot_product_attention(q, k, v, attn_mask=None if mask is None else Tensor._make(mask),

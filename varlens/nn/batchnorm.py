@@ -109,8 +109,10 @@ class _BatchNorm(_NormBase):
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:
             self.num_batches_tracked._data += 1
-            if self.momentum is None:
-                factor = 1.0 / float(self.num_batches_tracked._data)
+            if self.momentum is None:   # cumulative average: 1 / batches seen
+                nbt = self.num_batches_tracked._data
+                # on the device the factor stays a 0-d device array (no host sync)
+                factor = 1.0 / float(nbt) if nbt.__class__ is xp.ndarray else 1.0 / nbt
         bn_training = self.training or (self.running_mean is None and self.running_var is None)
         use_running = not self.training or self.track_running_stats
         return F.batch_norm(input, self.running_mean if use_running else None,

@@ -18,14 +18,18 @@ relu_
 
 A uniform U(-b, b) has variance b^2 / 3, so each uniform variant uses b = sqrt(3) * std.
 ``lecun_*`` and ``variance_preserving_relu_`` are not in PyTorch.
+
+A tensor on the CUDA device is filled there: the draws come from that device's generator
+(``varlens.random.generator_for``; a ``generator`` given must be of the tensor's device, as
+in PyTorch), so initialising a device model copies nothing from the host.
 """
 from __future__ import annotations
 
 import math
 
+from varlens.core import array as B
 from varlens.core.grad_mode import no_grad
-from varlens.core.array import xp
-from varlens.random import _gen
+from varlens.random import generator_for
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_",
            "eye_", "dirac_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_",
@@ -58,6 +62,17 @@ def calculate_gain(nonlinearity, param=None):
                      f"{_LINEAR + ('tanh', 'relu', 'leaky_relu', 'selu')}")
 
 
+def _xp(tensor):
+    """The array library of the tensor's device."""
+    a = tensor._data
+    return B.xp if a.__class__ is B.ndarray else B.namespace(a)
+
+
+def _gen(tensor, generator):
+    """The generator to draw ``tensor``'s values with: of the tensor's device."""
+    return generator_for(_xp(tensor), generator)
+
+
 def _fill(tensor, arr):
     with no_grad():
         tensor._data[...] = arr
@@ -84,22 +99,22 @@ def _calculate_correct_fan(tensor, mode):
 
 
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
-    return _fill(tensor, _gen(generator).uniform(a, b, tuple(tensor.shape)))
+    return _fill(tensor, _gen(tensor, generator).uniform(a, b, tuple(tensor.shape)))
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
-    return _fill(tensor, _gen(generator).normal(mean, std, tuple(tensor.shape)))
+    return _fill(tensor, _gen(tensor, generator).normal(mean, std, tuple(tensor.shape)))
 
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     """Normal(mean, std) conditioned on [a, b] (inverse-CDF sampling, as PyTorch)."""
-    from scipy.special import erfinv
+    xp = _xp(tensor)
 
     def cdf(x):
         return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
     lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
-    u = _gen(generator).uniform(2 * lo - 1, 2 * hi - 1, tuple(tensor.shape))
-    x = erfinv(u) * std * math.sqrt(2.0) + mean
+    u = _gen(tensor, generator).uniform(2 * lo - 1, 2 * hi - 1, tuple(tensor.shape))
+    x = B.special(xp).erfinv(u) * std * math.sqrt(2.0) + mean
     return _fill(tensor, xp.clip(x, a, b))
 
 
@@ -118,7 +133,7 @@ def zeros_(tensor):
 def eye_(tensor):
     if tensor.ndim != 2:
         raise ValueError(f"eye_: only 2-D tensors are supported, got shape {tuple(tensor.shape)}")
-    return _fill(tensor, xp.eye(*tensor.shape))
+    return _fill(tensor, _xp(tensor).eye(*tensor.shape))
 
 
 def dirac_(tensor, groups=1):
@@ -130,7 +145,7 @@ def dirac_(tensor, groups=1):
         raise ValueError(f"dirac_: dim 0 ({tensor.shape[0]}) must be divisible by groups={groups}")
     out_g = tensor.shape[0] // groups
     m = min(out_g, tensor.shape[1])
-    arr = xp.zeros(tuple(tensor.shape))
+    arr = _xp(tensor).zeros(tuple(tensor.shape))
     centre = tuple(s // 2 for s in tensor.shape[2:])
     for g in range(groups):
         for d in range(m):
@@ -208,7 +223,8 @@ def orthogonal_(tensor, gain=1.0, generator=None):
         return tensor
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
-    flat = _gen(generator).normal(0.0, 1.0, (rows, cols))
+    xp = _xp(tensor)
+    flat = _gen(tensor, generator).normal(0.0, 1.0, (rows, cols))
     if rows < cols:
         flat = flat.T
     q, r = xp.linalg.qr(flat)
@@ -223,7 +239,7 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
     if tensor.ndim != 2:
         raise ValueError(f"sparse_: only 2-D tensors are supported, got shape {tuple(tensor.shape)}")
     rows, cols = tensor.shape
-    g = _gen(generator)
+    g = _gen(tensor, generator)
     arr = g.normal(0.0, std, (rows, cols))
     nz = int(math.ceil(sparsity * rows))
     for c in range(cols):

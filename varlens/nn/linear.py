@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from varlens.core import dtypes as DT
+from varlens.core import array as B
 from varlens.core.array import xp
 from varlens.nn import functional as F
 from varlens.nn import init
@@ -115,9 +116,10 @@ class LazyLinear(Linear):
             raise RuntimeError(f"LazyLinear: expected an input with at least one dimension, got shape {tuple(s)}")
         self.in_features = int(s[-1])
         dt = self.weight._data.dtype
-        self.weight._data = xp.empty((self.out_features, self.in_features), dtype=dt)
+        ns = B.namespace(self.weight._data)   # on the device the uninitialised weight is on
+        self.weight._data = ns.empty((self.out_features, self.in_features), dtype=dt)
         if self.bias is not None:
-            self.bias._data = xp.empty((self.out_features,), dtype=dt)
+            self.bias._data = ns.empty((self.out_features,), dtype=dt)
         self.reset_parameters()
         self.__class__ = Linear
 

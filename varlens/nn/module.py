@@ -612,8 +612,8 @@ class Module:
         for t, arr in todo:
             if assign:
                 t._data = arr.astype(t.dtype, copy=True)
-            else:
-                t._data[...] = arr
+            else:   # the parameter keeps its device: values from another device are copied onto it
+                t._data[...] = B.to_namespace(arr, B.namespace(t._data))
             t._version[0] += 1
         return _IncompatibleKeys(missing, unexpected)
 

@@ -25,6 +25,7 @@ import math
 
 from varlens import ops as _ops
 from varlens.core.array import xp
+from varlens.core import array as B
 from varlens.core.dtypes import get_default_dtype, to_dtype
 from varlens.core.tensor import Tensor
 from varlens.nn import functional as F
@@ -101,7 +102,7 @@ class RNNBase(Module):
         g = _gen(None)
         for name in self._flat_weights_names:
             p = getattr(self, name)
-            p._data = g.uniform(-bound, bound, p._data.shape).astype(p._data.dtype)
+            p._data = _redraw(g, bound, p._data)
 
     @property
     def _flat_weights(self):
@@ -231,6 +232,12 @@ class RNNBase(Module):
         return (out, (h_n, c_n)) if is_lstm else (out, h_n)
 
 
+def _redraw(g, bound, a):
+    """U(-bound, bound) values of a's shape and dtype, drawn by the host generator g and placed
+    on a's device (reset_parameters on a module already moved to CUDA)."""
+    return B.to_namespace(g.uniform(-bound, bound, a.shape).astype(a.dtype), B.namespace(a))
+
+
 def _rnn_empty(shape, dt):
     return xp.zeros(shape, dtype=dt)
 
@@ -296,7 +303,7 @@ class RNNCellBase(Module):
         g = _gen(None)
         for p in (self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh):
             if p is not None:
-                p._data = g.uniform(-bound, bound, p._data.shape).astype(p._data.dtype)
+                p._data = _redraw(g, bound, p._data)
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"

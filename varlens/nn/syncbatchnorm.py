@@ -11,6 +11,7 @@ with one rank, it is BatchNorm.
 """
 from __future__ import annotations
 
+from varlens.core import array as B
 from varlens.core.array import xp
 from varlens import distributed as dist
 from varlens.nn.batchnorm import _BatchNorm
@@ -44,10 +45,11 @@ class SyncBatchNorm(_BatchNorm):
         if self.track_running_stats:
             self.num_batches_tracked._data += 1
             if self.momentum is None:
-                factor = 1.0 / float(self.num_batches_tracked._data)
+                nbt = self.num_batches_tracked._data   # (stays a device value on CUDA)
+                factor = 1.0 / float(nbt) if nbt.__class__ is xp.ndarray else 1.0 / nbt
         group = dist.group.WORLD if self.process_group is None else self.process_group
         mean, var, count = _global_stats(input._data, group)
-        invstd = 1.0 / xp.sqrt(var + self.eps)
+        invstd = 1.0 / B.namespace(var).sqrt(var + self.eps)
         out = _SyncBatchNormFunction.apply(input, self.weight, self.bias, mean, invstd, count, group)
         if self.track_running_stats:
             rm, rv = self.running_mean._data, self.running_var._data

@@ -22,7 +22,8 @@ from varlens.nn.linear import Linear
 from varlens.nn.module import Module
 from varlens.nn.normalization import LayerNorm
 from varlens.core.tensor import Tensor
-from varlens.core.dtypes import get_default_dtype
+from varlens.core.dtypes import get_default_dtype, to_dtype
+from varlens.core import array as B
 
 
 def _activation(a):
@@ -35,9 +36,11 @@ def _activation(a):
     raise RuntimeError(f"Transformer: activation should be 'relu' or 'gelu' or a callable, not {a!r}")
 
 
-def generate_square_subsequent_mask(sz, dtype=None):
-    """(sz, sz) float mask with -inf above the diagonal (torch.nn.Transformer's helper)."""
-    m = xp.triu(xp.full((sz, sz), -xp.inf), k=1).astype(dtype or get_default_dtype())
+def generate_square_subsequent_mask(sz, device=None, dtype=None):
+    """(sz, sz) float mask with -inf above the diagonal (torch.nn.Transformer's helper), made on
+    ``device`` (the CPU by default)."""
+    ns = B.namespace_of_device(device)
+    m = ns.triu(ns.full((sz, sz), -xp.inf, dtype=to_dtype(dtype) or get_default_dtype()), k=1)
     return Tensor._make(m)
 
 

@@ -1,6 +1,7 @@
 """Activations (torch's nn.functional activations that are ops of their own): relu, leaky_relu,
 elu, gelu (exact and tanh), silu, softplus.  Each is one Function, its derivative beside its
-forward (seed 001 §2.3 for ReLU's value at 0)."""
+forward (seed 001 §2.3 for ReLU's value at 0).  Each computes with ``self.xp``, its inputs' array
+library (NumPy or the CUDA device's); the compiled kernels are used for NumPy arrays only."""
 from __future__ import annotations
 from varlens.core import array as B
 from varlens.core import primitives as D
@@ -10,7 +11,7 @@ from varlens.ops.pointwise import _float_only
 import math
 from varlens.ops.pointwise import not_tensor
 from varlens.core.array import erf as _erf_array
-from varlens.core.array import xp
+from varlens.core.array import xp as _np   # the host library (the numba paths take its arrays)
 
 
 class ReLU(Function):
@@ -19,12 +20,13 @@ class ReLU(Function):
 
     def forward(self, x):
         # against a cached array of zeros: NumPy's maximum with a scalar is not vectorised
-        y = xp.maximum(x, B.zeros_cached(x.shape, x.dtype)) if x.size >= 256 else xp.maximum(x, 0)
+        xp = self.xp
+        y = xp.maximum(x, B.zeros_cached(x.shape, x.dtype)) if x.size >= 256 and xp is _np else xp.maximum(x, 0)
         self.save_for_backward(y)
         return y
 
     def backward(self, g):
-        if g.__class__ is xp.ndarray:
+        if g.__class__ is _np.ndarray:
             return _KP.relu_grad(g, self.saved[0])  # one compiled pass for float32
         return g * (self.saved[0] > 0)
 
@@ -35,7 +37,7 @@ class LeakyReLU(Function):
     def forward(self, x, slope=0.01):
         self.slope = slope
         self.save_for_backward(x)
-        return xp.where(x > 0, x, x * slope)
+        return self.xp.where(x > 0, x, x * slope)
 
     def backward(self, g):
         x = self.saved[0]
@@ -48,6 +50,7 @@ class ELU(Function):
     def forward(self, x, alpha=1.0):
         self.alpha = alpha
         self.save_for_backward(x)
+        xp = self.xp
         return xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, 0)))
 
     def backward(self, g):
@@ -71,19 +74,20 @@ class GELU(Function):
             raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
         self.approximate = approximate
         self.save_for_backward(x)
+        xp = self.xp
         if approximate == "tanh":
             c = _SQRT_2_OVER_PI
             u = xp.asarray(x * x)       # an array even for 0-d x (NumPy gives a scalar)
             u *= c * 0.044715
             u += c
             u *= x                      # u = sqrt(2/pi) (x + 0.044715 x^3)
-            t = xp.tanh(u, out=u) if isinstance(u, xp.ndarray) else xp.tanh(u)
+            t = xp.tanh(u, out=u)
             self.t = t                  # reused by the array-mode backward
             y = t + 1
             y *= x
             y *= 0.5
             return y
-        if x.__class__ is xp.ndarray and x.ndim:
+        if x.__class__ is _np.ndarray and x.ndim:
             return _KP.gelu(x)  # one compiled pass for float32 (NumPy + SciPy's erf otherwise)
         return (0.5 * x * (1 + _erf_array(x / math.sqrt(2.0)))).astype(x.dtype, copy=False)
 
@@ -94,6 +98,7 @@ class GELU(Function):
                 t = D.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
                 return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x))
             # array mode: the same formula in place, two temporaries instead of a dozen
+            xp = self.xp
             t, c = self.t, _SQRT_2_OVER_PI
             u = x * x
             u *= 3 * 0.044715 * c
@@ -108,7 +113,7 @@ class GELU(Function):
             s += 0.5                    # (1 + t)/2 + u (1 - t^2)
             s *= g
             return s
-        if g.__class__ is xp.ndarray and x.__class__ is xp.ndarray and x.ndim:
+        if g.__class__ is _np.ndarray and x.__class__ is _np.ndarray and x.ndim:
             return _KP.gelu_grad(g, x)  # g (Phi(x) + x phi(x)) in one pass
         cdf = 0.5 * (1 + D.erf(x * (1 / math.sqrt(2.0))))
         pdf = D.exp(-0.5 * x * x) * _INV_SQRT_2PI
@@ -146,6 +151,7 @@ class Softplus(Function):
         self.beta, self.threshold = beta, threshold
         self.save_for_backward(x)
         bx = beta * x
+        xp = self.xp
         return xp.where(bx > threshold, x, xp.logaddexp(0, bx) / beta).astype(x.dtype, copy=False)
 
     def backward(self, g):
@@ -172,7 +178,7 @@ class Hardtanh(Function):
 
     def forward(self, x, lo=-1.0, hi=1.0):
         self.mask = (x > lo) & (x < hi)
-        return xp.clip(x, lo, hi)
+        return self.xp.clip(x, lo, hi)
 
     def backward(self, g):
         return g * self.mask

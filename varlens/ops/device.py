@@ -61,4 +61,31 @@ def tensor_to(self, *args, non_blocking=False, copy=False, **kwargs):
     return out
 
 
-METHODS = {"cuda": tensor_cuda, "cpu": tensor_cpu, "to": tensor_to}
+def tensor_pin_memory(self, device=None):
+    """A copy of this CPU tensor in page-locked ("pinned") host memory, from which copies to the GPU
+    can run asynchronously (``to('cuda', non_blocking=True)``): CuPy's pinned memory pool; on the
+    simulated device an ordinary copy marked pinned.  Without CUDA, the tensor itself (nothing to
+    pin for).  A CUDA tensor raises, as torch."""
+    if B.is_device_array(self._data):
+        raise RuntimeError(f"cannot pin a CUDA tensor ({self.dtype}, {self.device}): only dense CPU tensors "
+                           "can be pinned")
+    lib = B.cuda_namespace(required=False)
+    if lib is None or self.__dict__.get("_pinned", False):
+        return self
+    out = clone(self)
+    if not getattr(lib, "simulated", False):
+        import cupyx   # pinned host memory is CuPy's (cupyx.empty_pinned gives a NumPy array on it)
+        arr = cupyx.empty_pinned(out._data.shape, out._data.dtype)
+        arr[...] = out._data
+        out._data = arr
+    out._pinned = True
+    return out
+
+
+def tensor_is_pinned(self, device=None):
+    """True for a tensor made by pin_memory() (page-locked host memory)."""
+    return self.__dict__.get("_pinned", False)
+
+
+METHODS = {"cuda": tensor_cuda, "cpu": tensor_cpu, "to": tensor_to, "pin_memory": tensor_pin_memory,
+           "is_pinned": tensor_is_pinned}

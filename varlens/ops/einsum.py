@@ -18,6 +18,7 @@ from __future__ import annotations
 import string
 
 from varlens.core.function import Function
+from varlens.core import array as B
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
 from varlens.ops.pointwise import torch_dtype_name as _tn
@@ -139,11 +140,11 @@ def _diag_expand(eq_in, target, shape, like, make_eye):
 
 
 def _np_eye(n, like):
-    return xp.eye(n, dtype=like.dtype)
+    return B.namespace(like).eye(n, dtype=like.dtype)
 
 
 def _t_eye(n, like):
-    return Tensor._make(xp.eye(n, dtype=like.dtype))
+    return Tensor._make(B.namespace(like._data).eye(n, dtype=like.dtype))
 
 
 class Einsum(Function):
@@ -153,9 +154,10 @@ class Einsum(Function):
     def forward(self, *xs, ins=(), rhs=""):
         self.ins, self.rhs = ins, rhs
         self.save_for_backward(*xs)
-        return xp.einsum(f"{','.join(ins)}->{rhs}", *xs, optimize=len(xs) > 2)
+        return self.xp.einsum(f"{','.join(ins)}->{rhs}", *xs, optimize=len(xs) > 2)
 
     def backward(self, g):
+        xp = self.xp
         xs = self.saved
         is_t = hasattr(g, "_data")
         out = []
@@ -187,7 +189,7 @@ class Einsum(Function):
 
 
 def _ones(shape, like):
-    return Tensor._make(xp.ones(shape, dtype=like.dtype))
+    return Tensor._make(B.namespace(like._data).ones(shape, dtype=like.dtype))
 
 
 def einsum(equation, *operands):

@@ -10,6 +10,7 @@ embedding row used twice gets both contributions).
 from __future__ import annotations
 
 from varlens.core.function import Function
+from varlens.core import array as B
 from varlens.core.array import xp
 from varlens.ops.shape import _dim as _shape_dim
 from varlens.core.grad_mode import _enabled
@@ -34,6 +35,28 @@ from varlens.ops._args import _dim as _dim_args
 from varlens.ops.shape import flatten
 import itertools
 from varlens.ops.shape import movedim
+
+
+def _ns(a):
+    """The array library of the array ``a`` (NumPy without a lookup on the host path)."""
+    return xp if a.__class__ is xp.ndarray else B.namespace(a)
+
+
+def _key_to(key, lib):
+    """``key`` with its host index arrays copied to ``lib``'s device (a list or CPU index used on a
+    CUDA tensor: a host-to-device copy, as PyTorch allows for CPU indices)."""
+    if key.__class__ is tuple:
+        return tuple(_key_to(k, lib) for k in key)
+    if key.__class__ is xp.ndarray:
+        return lib.asarray(key)
+    return key
+
+
+def _on(a, like):
+    """The array ``a`` on the device of the array ``like`` (host arrays are copied to the device)."""
+    if a.__class__ is like.__class__ or like.__class__ is xp.ndarray:
+        return a
+    return B.namespace(like).asarray(a)
 
 
 def index_key(key):
@@ -100,7 +123,7 @@ class IndexPut(Function):
         n = self.next
         gx = gv = None
         if n[0] is not None:
-            m = xp.ones(self._oshape, dtype=bool)
+            m = self.xp.ones(self._oshape, dtype=bool)
             m[self.key] = False
             gx = g * m
         if n[2] is not None:
@@ -113,13 +136,15 @@ class Gather(Function):
 
     def forward(self, x, dim, index):
         self.dim, self.index, self.in_shape = dim, index, x.shape
-        return x[_full_index(dim, index)]  # index may be smaller than x in the other dims
+        return x[_full_index(dim, index, self.xp)]  # index may be smaller than x in the other dims
 
     def backward(self, g):
+        xp = self.xp
         if hasattr(g, "_data"):
-            return scatter_add(_zeros_tensor(self.in_shape, g.dtype), self.dim, _t(self.index), g), None, None
+            return scatter_add(Tensor._make(xp.zeros(self.in_shape, dtype=g.dtype)), self.dim, _t(self.index),
+                               g), None, None
         z = xp.zeros(self.in_shape, dtype=g.dtype)
-        _add_along(z, self.dim, self.index, g)
+        _add_along(z, self.dim, self.index, g, xp)
         return z, None, None
 
 
@@ -127,18 +152,14 @@ def _t(a):
     return Tensor._make(a)
 
 
-def _zeros_tensor(shape, dtype):
-    return Tensor._make(xp.zeros(shape, dtype=dtype))
-
-
-def _full_index(dim, index):
+def _full_index(dim, index, xp=xp):
     idx = list(xp.indices(index.shape, sparse=True))
     idx[dim] = index
     return tuple(idx)
 
 
-def _add_along(z, dim, index, src):
-    xp.add.at(z, _full_index(dim, index), src[tuple(slice(0, s) for s in index.shape)])
+def _add_along(z, dim, index, src, xp=xp):
+    B.add_at(xp, z, _full_index(dim, index, xp), src[tuple(slice(0, s) for s in index.shape)])
 
 
 class ScatterAdd(Function):
@@ -147,7 +168,7 @@ class ScatterAdd(Function):
     def forward(self, x, dim, index, src):
         self.dim, self.index = dim, index
         out = x.copy()
-        _add_along(out, dim, index, src)
+        _add_along(out, dim, index, src, self.xp)
         self.src_shape = src.shape
         return out
 
@@ -155,7 +176,7 @@ class ScatterAdd(Function):
         gs = None
         if self.next[3] is not None:
             gs = gather(g, self.dim, _t(self.index)) if hasattr(g, "_data") else \
-                g[_full_index(self.dim, self.index)]
+                g[_full_index(self.dim, self.index, self.xp)]
             if tuple(gs.shape) != tuple(self.src_shape):  # src larger than index: the rest gets 0
                 gs = D.index_scatter(gs, tuple(slice(0, s) for s in self.index.shape), self.src_shape)
         return g, None, None, gs
@@ -167,20 +188,25 @@ class Scatter(Function):
 
     def forward(self, x, dim, index, src):
         self.dim, self.index = dim, index
+        xp = self.xp
         out = x.copy()
         if isinstance(src, (int, float, bool)):
-            xp.put_along_axis(out, index, src, axis=dim)
+            if xp is B.xp:
+                xp.put_along_axis(out, index, src, axis=dim)
+            else:
+                out[_full_index(dim, index, xp)] = src
         else:
-            out[_full_index(dim, index)] = src[tuple(slice(0, s) for s in index.shape)]
+            out[_full_index(dim, index, xp)] = src[tuple(slice(0, s) for s in index.shape)]
         return out
 
     def backward(self, g):
+        xp = self.xp
         m = xp.ones(self._oshape, dtype=bool)
-        m[_full_index(self.dim, self.index)] = False
+        m[_full_index(self.dim, self.index, xp)] = False
         gs = None
         if len(self.next) > 3 and self.next[3] is not None:
             gs = gather(g, self.dim, _t(self.index)) if hasattr(g, "_data") else \
-                g[_full_index(self.dim, self.index)]
+                g[_full_index(self.dim, self.index, xp)]
         return g * m, None, None, gs
 
 
@@ -188,6 +214,7 @@ class MaskedFill(Function):
     """out = value where mask else x;  dL/dx = g where not mask, 0 where filled."""
 
     def forward(self, x, mask, value):
+        xp = self.xp
         self.mask = mask
         return xp.where(mask, xp.asarray(value, dtype=x.dtype), x)
 
@@ -198,6 +225,8 @@ class MaskedFill(Function):
 # ---------------------------------------------------------------- wrappers
 def getitem(x, key):
     key = index_key(key)
+    if x._data.__class__ is not xp.ndarray:
+        key = _key_to(key, B.namespace(x._data))
     out = GetItem.apply(x, key)
     if _is_basic(key):  # basic indexing gives a view: share the version counter
         out._version = x._version
@@ -213,9 +242,12 @@ def index_scatter(g, key, shape):
 def setitem(x, key, value):
     """out = x with out[key] = value (``x[key] = value`` as a recorded op; torch.index_put is
     varlens.index_put)."""
+    key = index_key(key)
+    if x._data.__class__ is not xp.ndarray:
+        key = _key_to(key, B.namespace(x._data))
     if not isinstance(value, Tensor):
-        value = xp.asarray(value, dtype=x.dtype)
-    return IndexPut.apply(x, index_key(key), value)
+        value = _ns(x._data).asarray(value, dtype=x.dtype)
+    return IndexPut.apply(x, key, value)
 
 
 def _d(dim, x, op):
@@ -237,7 +269,7 @@ def index_select(x, dim, index):
         raise IndexError(f"index_select(): Index is supposed to be a vector (got an index of shape "
                          f"{tuple(idx.shape)})")
     n = x.shape[d] if x.ndim else 1
-    if idx.size and (idx.min() < -n or idx.max() >= n):
+    if idx.__class__ is xp.ndarray and idx.size and (idx.min() < -n or idx.max() >= n):  # (host only: reads values)
         bad = int(idx.max()) if idx.max() >= n else int(idx.min())
         raise IndexError(f"index_select(): index out of range in self (index {bad} for dim {d} of size {n}; "
                          f"expected indices in [{-n}, {n - 1}])")
@@ -251,9 +283,11 @@ def _check_index(index, x, dim, op):
     if idx.ndim != x.ndim:
         raise RuntimeError(f"{op}: index has {idx.ndim} dimensions but the input has {x.ndim}")
     n = x.shape[dim]
-    if idx.size and (idx.min() < -n or idx.max() >= n):
-        raise RuntimeError(f"{op}: index {int(idx.max()) if idx.max() >= n else int(idx.min())} is out of "
-                           f"bounds for dimension {dim} with size {n} (expected indices in [{-n}, {n - 1}])")
+    if idx.__class__ is xp.ndarray:
+        if idx.size and (idx.min() < -n or idx.max() >= n):   # (host only: the check reads values)
+            raise RuntimeError(f"{op}: index {int(idx.max()) if idx.max() >= n else int(idx.min())} is out of "
+                               f"bounds for dimension {dim} with size {n} (expected indices in [{-n}, {n - 1}])")
+        return _on(idx, x._data)
     return idx
 
 
@@ -277,12 +311,13 @@ def scatter(x, dim, index, src=None, *, value=None):
 
 
 def masked_fill(x, mask, value):
-    m = mask._data if isinstance(mask, Tensor) else xp.asarray(mask)
+    m = mask._data if isinstance(mask, Tensor) else _on(xp.asarray(mask), x._data)
     if m.dtype != bool:
         raise RuntimeError(f"masked_fill: mask must be a bool tensor, got dtype {m.dtype}")
     if isinstance(value, Tensor):
-        value = value.item()
-    elif isinstance(value, (str, bytes)) or value is None:
+        # a CUDA value stays on the device (0-d array), no host read
+        value = value.item() if value._data.__class__ is xp.ndarray else value._data
+    if isinstance(value, (str, bytes)) or value is None:
         raise TypeError(f"masked_fill(): argument 'value' must be a number or a 0-d Tensor, not "
                         f"{type(value).__name__} ({value!r})")
     try:
@@ -299,10 +334,10 @@ def one_hot(index, num_classes=-1):
         raise RuntimeError(f"one_hot: expected an integer (int64) tensor of class indices, got dtype {a.dtype}")
     if num_classes < 0:
         num_classes = int(a.max()) + 1 if a.size else 0
-    if a.size and (a.min() < 0 or a.max() >= num_classes):
+    if a.__class__ is xp.ndarray and a.size and (a.min() < 0 or a.max() >= num_classes):  # (host: reads values)
         raise RuntimeError(f"one_hot: class values must be in [0, {num_classes}), got "
                            f"{int(a.min()) if a.min() < 0 else int(a.max())}")
-    out = (a[..., None] == xp.arange(num_classes)).astype(xp.int64)
+    out = (a[..., None] == _ns(a).arange(num_classes)).astype(xp.int64)
     return Tensor._make(out)
 
 
@@ -312,7 +347,7 @@ def masked_select(input, mask):
         raise RuntimeError(f"masked_select: mask must be a bool tensor, got dtype {m.dtype}")
     shape = xp.broadcast_shapes(m.shape, tuple(input.shape))
     x = broadcast_to(input, shape) if tuple(input.shape) != shape else input
-    return x[Tensor._make(xp.broadcast_to(m, shape).copy())]
+    return x[Tensor._make(_ns(m).broadcast_to(m, shape).copy())]
 
 
 def take(input, index):
@@ -332,11 +367,11 @@ def take_along_dim(input, indices, dim=None):
     ishape = list(shape)
     ishape[d] = idx.shape[d]
     x = broadcast_to(input, tuple(xs)) if tuple(input.shape) != tuple(xs) else input
-    return gather(x, d, Tensor._make(xp.broadcast_to(idx, ishape).astype(DT.int64)))
+    return gather(x, d, Tensor._make(_ns(idx).broadcast_to(idx, ishape).astype(DT.int64)))
 
 
 def argwhere(x):
-    return Tensor._make(xp.argwhere(x._data).astype(DT.int64))
+    return Tensor._make(_ns(x._data).argwhere(x._data).astype(DT.int64))
 
 
 # ---------------------------------------------------------------- index_add / fill / copy
@@ -349,19 +384,20 @@ def _index_along(x, dim, index, what, src_shape=None):
                            f"and dtype {idx.dtype}")
     idx = idx.reshape(-1)
     L = x.shape[d]
-    if idx.size and (idx.min() < -L or idx.max() >= L):
+    if idx.__class__ is xp.ndarray and idx.size and (idx.min() < -L or idx.max() >= L):  # (host: reads values)
         raise IndexError(f"{what}: index out of range for dimension {d} of size {L}")
+    idx = _on(idx, x._data)
     idx = idx % L if idx.size else idx
     shape = [1] * x.ndim
     shape[d] = idx.size
     full = list(x.shape) if src_shape is None else list(src_shape)
     full[d] = idx.size
-    return d, Tensor._make(xp.broadcast_to(idx.reshape(shape), full).astype(DT.int64))
+    return d, Tensor._make(_ns(idx).broadcast_to(idx.reshape(shape), full).astype(DT.int64))
 
 
 def index_add(x, dim, index, source, *, alpha=1):
     """x with ``alpha * source`` added at ``index`` along ``dim`` (repeated indices add up)."""
-    src = source if isinstance(source, Tensor) else Tensor._make(xp.asarray(source, dtype=x.dtype))
+    src = source if isinstance(source, Tensor) else Tensor._make(_ns(x._data).asarray(source, dtype=x.dtype))
     d, idx = _index_along(x, dim, index, "index_add", src.shape)
     exp_shape = list(x.shape)
     exp_shape[d] = idx.shape[d]
@@ -371,7 +407,7 @@ def index_add(x, dim, index, source, *, alpha=1):
 
 
 def index_copy(x, dim, index, source):
-    src = source if isinstance(source, Tensor) else Tensor._make(xp.asarray(source, dtype=x.dtype))
+    src = source if isinstance(source, Tensor) else Tensor._make(_ns(x._data).asarray(source, dtype=x.dtype))
     d, idx = _index_along(x, dim, index, "index_copy", src.shape)
     return scatter(x, d, idx, src)
 
@@ -379,19 +415,21 @@ def index_copy(x, dim, index, source):
 def index_fill(x, dim, index, value):
     d, _ = _index_along(x, dim, index, "index_fill")
     idx = index._data if isinstance(index, Tensor) else xp.asarray(index)
-    mask = xp.zeros(x.shape[d], dtype=bool)
-    mask[idx.reshape(-1)] = True
+    lib = _ns(x._data)
+    mask = lib.zeros(x.shape[d], dtype=bool)
+    mask[_on(idx.reshape(-1), x._data)] = True
     shape = [1] * x.ndim
     shape[d] = x.shape[d]
     return masked_fill(x, Tensor._make(mask.reshape(shape)), value)
 
 
 def nonzero(x, as_tuple=False):
-    a = xp.nonzero(x._data)
+    lib = _ns(x._data)
+    a = lib.nonzero(x._data)   # (on a device: a host sync, the result's size depends on the values)
     T = Tensor
     if as_tuple:
         return tuple(T._make(i.astype(xp.int64)) for i in a)
-    return T._make(xp.stack(a, axis=1).astype(xp.int64) if a else xp.zeros((0, 0), dtype=xp.int64))
+    return T._make(lib.stack(a, axis=1).astype(xp.int64) if a else lib.zeros((0, 0), dtype=xp.int64))
 
 
 # ---------------------------------------------------------------- writing into tensors
@@ -414,11 +452,13 @@ def index_put(input, indices, values, accumulate=False):  # noqa: A002
     tensors); with ``accumulate`` the values are added, repeated indices adding up."""
     x = _tensor(input, "index_put: input")
     key = index_key(_index_tuple(indices, "index_put"))
+    if x._data.__class__ is not xp.ndarray:
+        key = _key_to(key, B.namespace(x._data))
     try:
         sub_shape = x._data[key].shape
     except IndexError as e:
         raise IndexError(f"index_put: indices are invalid for an input of shape {tuple(x.shape)}: {e}") from None
-    v = values if isinstance(values, Tensor) else Tensor._make(xp.asarray(values, dtype=x.dtype))
+    v = values if isinstance(values, Tensor) else Tensor._make(_ns(x._data).asarray(values, dtype=x.dtype))
     try:
         xp.broadcast_shapes(tuple(v.shape), sub_shape)
     except ValueError:
@@ -444,7 +484,7 @@ def put(input, index, source, accumulate=False):  # noqa: A002
         raise RuntimeError(f"put: index and source must have the same number of elements, got "
                            f"{idx.size} and {src.numel()}")
     n = x.numel()
-    if idx.size and (idx.min() < -n or idx.max() >= n):
+    if idx.__class__ is xp.ndarray and idx.size and (idx.min() < -n or idx.max() >= n):  # (host: reads values)
         raise IndexError(f"put: index out of range for a tensor of {n} elements")
     flat = reshape(x, (-1,))
     out = index_put(flat, (Tensor._make(idx.reshape(-1) % max(n, 1)),), reshape(src, (-1,)), accumulate)
@@ -457,8 +497,9 @@ def masked_scatter(input, mask, source):  # noqa: A002
     m = _arr(mask)
     if m.dtype != bool:
         raise RuntimeError(f"masked_scatter: mask must be a bool tensor, got dtype {m.dtype}")
+    m = _on(m, x._data)
     try:
-        m = xp.broadcast_to(m, tuple(x.shape))
+        m = _ns(m).broadcast_to(m, tuple(x.shape))
     except ValueError:
         raise RuntimeError(f"masked_scatter: mask of shape {tuple(m.shape)} does not broadcast to the "
                            f"input's shape {tuple(x.shape)}") from None
@@ -469,7 +510,7 @@ def masked_scatter(input, mask, source):  # noqa: A002
     vals = reshape(src, (-1,))[:k]
     if vals.dtype != x.dtype:
         vals = cast(vals, x.dtype)
-    return setitem(x, (xp.ascontiguousarray(m),), vals)
+    return setitem(x, (_ns(m).ascontiguousarray(m),), vals)
 
 
 def fill_diagonal(input, fill_value, wrap=False):  # noqa: A002
@@ -480,8 +521,9 @@ def fill_diagonal(input, fill_value, wrap=False):  # noqa: A002
         raise RuntimeError(f"fill_diagonal_: dimensions must be larger than 1, got shape {tuple(x.shape)}")
     if x.ndim > 2 and len(set(x.shape)) != 1:
         raise RuntimeError(f"fill_diagonal_: all dimensions of input must be of equal length, got {tuple(x.shape)}")
-    m = xp.zeros(tuple(x.shape), bool)
-    xp.fill_diagonal(m, True, wrap=wrap)
+    lib = _ns(x._data)
+    m = lib.zeros(tuple(x.shape), bool)
+    lib.fill_diagonal(m, True, wrap=wrap)
     return masked_fill(x, Tensor._make(m), fill_value)
 
 
@@ -516,7 +558,7 @@ def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):  # noqa: A002
         raise RuntimeError(f"diagonal_scatter: dim1 and dim2 cannot be equal, got {dim1} and {dim2}")
     r, c = x.shape[d1], x.shape[d2]
     k = max(0, min(r, c - offset)) if offset >= 0 else max(0, min(r + offset, c))
-    i = xp.arange(k)
+    i = _ns(x._data).arange(k)
     rows, cols = (i, i + offset) if offset >= 0 else (i - offset, i)
     rest = [j for j in range(x.ndim) if j not in (d1, d2)]
     perm = rest + [d1, d2]
@@ -560,17 +602,18 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noq
         raise RuntimeError(f"scatter_reduce: index of shape {tuple(idx.shape)} is larger than src of shape "
                            f"{tuple(src.shape)}")
     n = x.shape[d]
-    if idx.size and (idx.min() < -n or idx.max() >= n):
+    if idx.__class__ is xp.ndarray and idx.size and (idx.min() < -n or idx.max() >= n):  # (host: reads values)
         raise RuntimeError(f"scatter_reduce: index out of bounds for dimension {d} with size {n} "
                            f"(expected indices in [{-n}, {n - 1}])")
-    idx = idx % max(n, 1)
+    lib = _ns(x._data)
+    idx = _on(idx, x._data) % max(n, 1)
     if src.dtype != x.dtype:
         src = cast(src, x.dtype)
     srcv = src if tuple(src.shape) == tuple(idx.shape) else src[tuple(slice(0, s) for s in idx.shape)]
     it = Tensor._make(idx.astype(DT.int64))
-    full = _full_index(d, idx)
-    hits = xp.zeros(tuple(x.shape), xp.int64)
-    xp.add.at(hits, full, 1)
+    full = _full_index(d, idx, lib)
+    hits = lib.zeros(tuple(x.shape), xp.int64)
+    B.add_at(lib, hits, full, 1)
     hit = hits > 0
     base = x if include_self else mul(x, Tensor._make((~hit).astype(x.dtype)))
     if reduce == "sum":
@@ -579,17 +622,17 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noq
         s = scatter_add(base, d, it, srcv)
         cnt = hits + (1 if include_self else 0)
         if x.dtype.kind == "f":
-            return where(Tensor._make(cnt > 0), div(s, Tensor._make(xp.maximum(cnt, 1).astype(x.dtype))), x)
-        return Tensor._make(xp.where(cnt > 0, xp.floor_divide(s._data, xp.maximum(cnt, 1)), x._data).astype(x.dtype))
+            return where(Tensor._make(cnt > 0), div(s, Tensor._make(lib.maximum(cnt, 1).astype(x.dtype))), x)
+        return Tensor._make(lib.where(cnt > 0, lib.floor_divide(s._data, lib.maximum(cnt, 1)), x._data).astype(x.dtype))
     # values first, on arrays
     r = x._data.copy()
-    ufunc = {"prod": xp.multiply, "amax": xp.maximum, "amin": xp.minimum}[reduce]
-    if not include_self:
-        r[hit] = {"prod": 1, "amax": -xp.inf if r.dtype.kind == "f" else xp.iinfo(r.dtype).min,
-                  "amin": xp.inf if r.dtype.kind == "f" else xp.iinfo(r.dtype).max}[reduce]
+    ufunc = {"prod": lib.multiply, "amax": lib.maximum, "amin": lib.minimum}[reduce]
+    if not include_self:   # (a where, not a boolean-mask write: no host sync on a device)
+        r = lib.where(hit, r.dtype.type({"prod": 1, "amax": -xp.inf if r.dtype.kind == "f" else xp.iinfo(r.dtype).min,
+                                         "amin": xp.inf if r.dtype.kind == "f" else xp.iinfo(r.dtype).max}[reduce]), r)
     ufunc.at(r, full, srcv._data)
     if not include_self:
-        r = xp.where(hit, r, x._data)
+        r = lib.where(hit, r, x._data)
     need = _gm.is_grad_enabled() and (x.requires_grad or src.requires_grad)
     if not need:
         return Tensor._make(r)
@@ -605,7 +648,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noq
     ms = eq_self if include_self else eq_self & ~hit
     msrc = (srcv._data == r[full]).astype(x.dtype)
     cnt = eq_self.astype(x.dtype)
-    xp.add.at(cnt, full, msrc)
+    B.add_at(lib, cnt, full, msrc)
     w = Tensor._make(ms.astype(x.dtype) / cnt)
     expr = scatter_add(mul(x, w), d, it, mul(srcv, Tensor._make(msrc / cnt[full])))
     return rt + (expr - expr.detach())
@@ -619,13 +662,15 @@ def _check_2d(x, op):
 def tril(x, diagonal=0):
     """Lower triangle (the rest zeroed); gradient passes only through the kept entries."""
     _check_2d(x, "tril")
-    m = xp.tril(xp.ones(x.shape[-2:], dtype=bool), k=diagonal)
+    lib = _ns(x._data)
+    m = lib.tril(lib.ones(x.shape[-2:], dtype=bool), k=diagonal)
     return _keep(x, m)
 
 
 def triu(x, diagonal=0):
     _check_2d(x, "triu")
-    m = xp.triu(xp.ones(x.shape[-2:], dtype=bool), k=diagonal)
+    lib = _ns(x._data)
+    m = lib.triu(lib.ones(x.shape[-2:], dtype=bool), k=diagonal)
     return _keep(x, m)
 
 
@@ -635,7 +680,7 @@ def _keep(x, m):
     return masked_fill(x, Tensor._make(~m), 0)
 
 
-def _diag_indices(r, c, offset):
+def _diag_indices(r, c, offset, xp=xp):
     """(rows, cols) index arrays of the offset-th diagonal of an r x c matrix (offset > 0: above)."""
     if offset >= 0:
         k = max(0, min(r, c - offset))
@@ -648,10 +693,11 @@ def diag(x, diagonal=0):
     """1-D -> a square matrix with x on the given diagonal; 2-D -> that diagonal as 1-D."""
     if x.ndim == 1:
         n = x.shape[0] + abs(diagonal)
-        out = Tensor._make(xp.zeros((n, n), dtype=x.dtype))
-        return setitem(out, _diag_indices(n, n, diagonal), x)
+        lib = _ns(x._data)
+        out = Tensor._make(lib.zeros((n, n), dtype=x.dtype))
+        return setitem(out, _diag_indices(n, n, diagonal, lib), x)
     if x.ndim == 2:
-        return getitem(x, _diag_indices(x.shape[0], x.shape[1], diagonal))
+        return getitem(x, _diag_indices(x.shape[0], x.shape[1], diagonal, _ns(x._data)))
     raise RuntimeError(f"diag: expected a 1-D or 2-D tensor, got shape {tuple(x.shape)}")
 
 
@@ -670,7 +716,9 @@ def repeat_interleave(x, repeats, dim=None):
         x, dim = flatten(x), 0
     dim %= x.ndim
     r = repeats._data if isinstance(repeats, Tensor) else repeats
-    idx = xp.repeat(xp.arange(x.shape[dim]), r)
+    if B.is_device_array(r):
+        r = B.to_host(r)   # (the result's size depends on the counts: a host read, as on a GPU)
+    idx = _on(xp.repeat(xp.arange(x.shape[dim]), r), x._data)
     return index_select(x, dim, Tensor._make(idx))
 
 
@@ -682,7 +730,7 @@ def combinations(input, r=2, with_replacement=False):  # noqa: A002
     if not isinstance(r, int) or r < 0:
         raise ValueError(f"combinations: r must be a non-negative int, got {r!r}")
     if r == 0:
-        return Tensor._make(xp.zeros((0,), dtype=x.dtype))
+        return Tensor._make(_ns(x._data).zeros((0,), dtype=x.dtype))
     fn = itertools.combinations_with_replacement if with_replacement else itertools.combinations
     idx = xp.asarray(list(fn(range(x.shape[0]), r)), dtype=DT.int64).reshape(-1, r)
     return getitem(x, (Tensor._make(idx),))
@@ -699,9 +747,10 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):  # noqa: A002
         raise RuntimeError(f"diag_embed: dim1 and dim2 cannot be the same dimension, got {dim1} and {dim2}")
     k = x.shape[-1]
     n = k + abs(offset)
-    i = xp.arange(k)
+    lib = _ns(x._data)
+    i = lib.arange(k)
     rows, cols = (i, i + offset) if offset >= 0 else (i - offset, i)
-    out = Tensor._make(xp.zeros(tuple(x.shape[:-1]) + (n, n), dtype=x.dtype))
+    out = Tensor._make(lib.zeros(tuple(x.shape[:-1]) + (n, n), dtype=x.dtype))
     out = setitem(out, (Ellipsis, rows, cols), x)
     # the new pair sits last as (rows, cols); send rows to d1 and cols to d2
     rest = iter(range(nd - 2))
@@ -728,5 +777,5 @@ def _diagonal(A, offset, dim1, dim2, fn):
         raise RuntimeError(f"{fn}: dim1 and dim2 cannot be the same dimension, got {dim1} and {dim2}")
     order = [i for i in range(nd) if i not in (d1, d2)] + [d1, d2]
     x = permute(A, order) if order != list(range(nd)) else A
-    rows, cols = _diag_indices(x.shape[-2], x.shape[-1], offset)
+    rows, cols = _diag_indices(x.shape[-2], x.shape[-1], offset, _ns(x._data))
     return x[..., rows, cols]

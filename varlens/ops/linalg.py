@@ -166,6 +166,7 @@ class Inv(Function):
     """Y = A^{-1};  dL/dA = -Y^T G Y^T (from dY = -Y dA Y), batched over leading axes."""
 
     def forward(self, a):
+        xp = self.xp
         y = xp.linalg.inv(a)
         self.save_for_backward(y)
         return y
@@ -187,12 +188,14 @@ class Solve(Function):
     differentiable_backward = False
 
     def forward(self, a, b):
+        xp = self.xp
         self.vec = _vector_rhs(a, b)
         x = xp.linalg.solve(a, b[..., None] if self.vec else b)
         self.a, self.x = a, x
         return x[..., 0] if self.vec else x
 
     def backward(self, g):
+        xp = self.xp
         g2 = g[..., None] if self.vec else g
         gb = xp.linalg.solve(xp.swapaxes(self.a, -1, -2), g2)
         ga = -gb @ xp.swapaxes(self.x, -1, -2)
@@ -210,11 +213,13 @@ class LogAbsDet(Function):
     differentiable_backward = False
 
     def forward(self, a):
+        xp = self.xp
         sign, la = xp.linalg.slogdet(a)
         self.a = a
         return xp.asarray(la, dtype=a.dtype)
 
     def backward(self, g):
+        xp = self.xp
         ginv = xp.swapaxes(xp.linalg.inv(self.a), -1, -2)
         return xp.asarray(g)[..., None, None] * ginv
 
@@ -237,8 +242,9 @@ def slogdet(a):
     """(sign, logabsdet), as torch.linalg.slogdet; logabsdet is differentiable."""
     from collections import namedtuple
     _square(a, "slogdet")
-    sign = xp.linalg.slogdet(a._data)[0]
-    return namedtuple("slogdet", ["sign", "logabsdet"])(Tensor._make(xp.asarray(sign, dtype=a.dtype)),
+    lib = _ns(a._data)
+    sign = lib.linalg.slogdet(a._data)[0]
+    return namedtuple("slogdet", ["sign", "logabsdet"])(Tensor._make(lib.asarray(sign, dtype=a.dtype)),
                                                         LogAbsDet.apply(a))
 
 
@@ -252,6 +258,8 @@ def logdet(a):
     """log det A (NaN where det A < 0), as torch.logdet."""
     s = slogdet(a)
     neg = (s.sign._data < 0)
+    if neg.__class__ is not xp.ndarray:   # on a device: no host read, the where always
+        return where(Tensor._make(neg), s.logabsdet * float("nan"), s.logabsdet)
     return where(neg, s.logabsdet * float("nan"), s.logabsdet) if neg.any() else s.logabsdet
 
 
@@ -333,6 +341,7 @@ def cdist(x1, x2, p=2.0):
 def vander(x, N=None, increasing=False):  # noqa: N803
     """Columns x^0, x^1, ..., x^(N-1) (reversed unless ``increasing``), built as a running
     product so the gradient is right at x = 0."""
+    xp = _lib(x)
     x = _tensor(x, "vander: x")
     if x.ndim != 1:
         raise RuntimeError(f"vander: x must be 1-D, got shape {tuple(x.shape)}")
@@ -589,28 +598,42 @@ def _needs_grad(*ts):
 
 
 # ---------------------------------------------------------------- helpers for arrays or Tensors
-def _eye(n, dtype):
+def _ns(a):
+    """The array library of the array ``a`` (NumPy without a lookup on the host path)."""
+    return xp if a.__class__ is xp.ndarray else B.namespace(a)
+
+
+def _lib(v):
+    """The array library of an array or a Tensor."""
+    return _ns(v._data if isinstance(v, Tensor) else v)
+
+
+def _eye(n, dtype, xp=xp):
     return xp.eye(n, dtype=dtype)
 
 
 def _diag_embed(v):
     """(..., n) -> (..., n, n) with v on the diagonal (array or Tensor)."""
     n = v.shape[-1]
-    return v[..., :, None] * _eye(n, v.dtype)
+    return v[..., :, None] * _eye(n, v.dtype, _lib(v))
 
 
 def _cat(xs, axis):
     if any(isinstance(x, Tensor) for x in xs):
         return cat([x if isinstance(x, Tensor) else Tensor._make(x) for x in xs], axis)
-    return xp.concatenate(xs, axis=axis)
+    return _ns(xs[0]).concatenate(xs, axis=axis)
 
 
-def _tri_mask(n, lower, dtype, k=0):
+def _tri_mask(n, lower, dtype, k=0, xp=xp):
     return (xp.tril if lower else xp.triu)(xp.ones((n, n), dtype=dtype), k)
 
 
 def _is_zero(g):
+    """True where g is all zeros; None on a device (finding out would read the device: the
+    callers then take the general path, which is right for zeros too)."""
     a = g._data if isinstance(g, Tensor) else g
+    if a.__class__ is not xp.ndarray and B.is_device_array(a):
+        return None
     return not a.any()
 
 
@@ -624,6 +647,8 @@ def _trsolve(A, B, upper, left=True, unit=False):
 
 
 def _trsolve_arrays(a, b, upper, left, unit):
+    if a.__class__ is not xp.ndarray or b.__class__ is not xp.ndarray:
+        return _trsolve_device(a, b, upper, left, unit)
     batch = xp.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     a = xp.broadcast_to(a, batch + a.shape[-2:])
     b = xp.broadcast_to(b, batch + b.shape[-2:])
@@ -636,10 +661,29 @@ def _trsolve_arrays(a, b, upper, left, unit):
     return xp.ascontiguousarray(x, dtype=xp.result_type(a.dtype, b.dtype))
 
 
+def _trsolve_device(a, b, upper, left, unit):
+    """The triangular solve on a device: the triangle (unit diagonal if ``unit``) handed to the
+    library's batched general solve (cuSOLVER's getrf/getrs through CuPy; SciPy's trtrs is host only)."""
+    lib = B.namespace(a, b)
+    n = a.shape[-1]
+    t = lib.triu(a) if upper else lib.tril(a)
+    if unit:
+        t = t * (1 - lib.eye(n, dtype=a.dtype)) + lib.eye(n, dtype=a.dtype)
+    batch = tuple(lib.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    t = lib.broadcast_to(t, batch + t.shape[-2:])
+    if left:
+        x = lib.linalg.solve(t, lib.broadcast_to(b, batch + b.shape[-2:]))
+    else:  # X T = B  <=>  T^T X^T = B^T
+        bt = lib.swapaxes(lib.broadcast_to(b, batch + b.shape[-2:]), -1, -2)
+        x = lib.swapaxes(lib.linalg.solve(lib.swapaxes(t, -1, -2), bt), -1, -2)
+    return lib.ascontiguousarray(x.astype(lib.result_type(a.dtype, b.dtype), copy=False))
+
+
 def _pack(arrs, nb):
     """Join several results into one array: each flattened past the nb batch axes, then
     concatenated along a new last axis (the single output of a multi-result Function)."""
     batch = arrs[0].shape[:nb]
+    xp = _ns(arrs[0])
     return xp.concatenate([xp.reshape(a, batch + (-1,)) for a in arrs], axis=-1)
 
 
@@ -658,7 +702,8 @@ def _results(packed, shapes):
     """The user's tensors from a packed Function output (differentiable slices when recorded)."""
     if packed._rg:
         return _unpack(packed, shapes)
-    return [Tensor._make(xp.ascontiguousarray(a)) for a in _unpack(packed._data, shapes)]
+    lib = _ns(packed._data)
+    return [Tensor._make(lib.ascontiguousarray(a)) for a in _unpack(packed._data, shapes)]
 
 
 # ---------------------------------------------------------------- Cholesky
@@ -666,6 +711,8 @@ def _cholesky_info(a):
     """Lower Cholesky factors and LAPACK's info per matrix (0, or the order of the first
     leading minor that is not positive-definite)."""
     batch = a.shape[:-2]
+    if a.__class__ is not xp.ndarray:   # a device: no per-matrix check (it would read the device);
+        return B.namespace(a).linalg.cholesky(a), None   # a failed factor holds NaN, as with CuPy
     try:
         return xp.linalg.cholesky(a), xp.zeros(batch, dtype=xp.int32)
     except xp.linalg.LinAlgError:
@@ -699,8 +746,9 @@ class Cholesky(Function):
     A standard matrix-calculus result, not from the seed notes."""
 
     def forward(self, a, upper=False, fn="linalg.cholesky"):
+        xp = self.xp
         L, info = _cholesky_info(a)
-        if info.any():
+        if info is not None and info.any():
             _raise_cholesky(info, fn)
         self.upper = upper
         out = xp.ascontiguousarray(xp.swapaxes(L, -1, -2)) if upper else L
@@ -712,7 +760,8 @@ class Cholesky(Function):
         if self.upper:
             L, g = D.mT(L), D.mT(g)
         n = L.shape[-1]
-        phi = D.matmul(D.mT(L), g) * (_tri_mask(n, True, L.dtype) - 0.5 * _eye(n, L.dtype))
+        lib = self.xp
+        phi = D.matmul(D.mT(L), g) * (_tri_mask(n, True, L.dtype, 0, lib) - 0.5 * _eye(n, L.dtype, lib))
         gA = _trsolve(L, _trsolve(D.mT(L), phi, upper=True), upper=False, left=False)
         return (gA + D.mT(gA)) * 0.5
 
@@ -728,7 +777,9 @@ def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
     leading minor that is not positive-definite.  L is differentiable where info == 0."""
     _check(A, "linalg.cholesky_ex", square=True)
     L, info = _cholesky_info(A._data)
-    if info.any():
+    if info is None:   # (a device: no check; info reads 0, a failed factor holds NaN)
+        info = B.namespace(L).zeros(tuple(A.shape[:-2]), dtype=xp.int32)
+    elif info.any():
         if check_errors:
             _raise_cholesky(info, "linalg.cholesky_ex")
         Lt = Tensor._make(xp.ascontiguousarray(xp.swapaxes(L, -1, -2)) if upper else L)
@@ -763,7 +814,7 @@ class SolveTriangular(Function):
         ga = -(D.matmul(gb, D.mT(x)) if self.left else D.matmul(D.mT(x), gb))
         n = a.shape[-1]
         k = (-1 if not self.upper else 1) if self.unit else 0
-        return ga * _tri_mask(n, not self.upper, a.dtype, k), gb
+        return ga * _tri_mask(n, not self.upper, a.dtype, k, self.xp), gb
 
 
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
@@ -802,6 +853,7 @@ def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
 
 
 def _chol_solve_arrays(b, l, upper):
+    xp = _ns(l)
     lo = xp.swapaxes(l, -1, -2) if upper else l
     return _trsolve_arrays(xp.swapaxes(lo, -1, -2), _trsolve_arrays(lo, b, False, True, False),
                            True, True, False)
@@ -848,7 +900,8 @@ def cholesky_inverse(L, upper=False, *, out=None):
     """torch.cholesky_inverse: (L L^T)^{-1} from its Cholesky factor."""
     _check(L, "cholesky_inverse", "L", square=True)
     n = L.shape[-1]
-    eye = Tensor._make(xp.broadcast_to(_eye(n, L.dtype), tuple(L.shape)).copy())
+    lib = _ns(L._data)
+    eye = Tensor._make(lib.broadcast_to(_eye(n, L.dtype, lib), tuple(L.shape)).copy())
     return CholeskySolve.apply(eye, L, upper=bool(upper))
 
 
@@ -860,6 +913,7 @@ class QR(Function):
     + (I - Q Q^T) dA R^{-1} with Omega skew and dR = (Q^T dA - Omega R) upper-triangular."""
 
     def forward(self, a, mode="reduced"):
+        xp = self.xp
         q, r = xp.linalg.qr(a, mode=mode)
         self.mode = mode
         self.m, self.n = a.shape[-2], a.shape[-1]
@@ -888,8 +942,9 @@ class QR(Function):
 def _qr_grad(gQ, gR, Q, R):
     n = R.shape[-1]
     M = D.matmul(R, D.mT(gR)) - D.matmul(D.mT(gQ), Q)
-    low = M * _tri_mask(n, True, R.dtype, -1)
-    X = gQ + D.matmul(Q, low + D.mT(low) + M * _eye(n, R.dtype))
+    lib = _lib(R)
+    low = M * _tri_mask(n, True, R.dtype, -1, lib)
+    X = gQ + D.matmul(Q, low + D.mT(low) + M * _eye(n, R.dtype, lib))
     # X R^{-T}: solve Z R^T = X, R^T lower triangular
     return _trsolve(D.mT(R), X, upper=False, left=False)
 
@@ -898,6 +953,7 @@ def qr(A, mode="reduced", *, out=None):
     """torch.linalg.qr: (Q, R) with mode 'reduced' (default), 'complete' or 'r' (Q empty).
     Differentiable for 'reduced', for 'complete' when rows <= cols, and (unlike PyTorch,
     which refuses) for 'r', whose R is the reduced R."""
+    xp = _lib(A)
     _check(A, "linalg.qr")
     if mode not in ("reduced", "complete", "r"):
         raise RuntimeError(f"linalg.qr: mode must be 'reduced', 'complete' or 'r', got {mode!r}")
@@ -929,6 +985,7 @@ class Eigh(Function):
     dV = V (F o (V^T dA V)), F_ij = 1/(w_j - w_i); needs distinct eigenvalues when gV != 0."""
 
     def forward(self, a, UPLO="L"):
+        xp = self.xp
         w, v = xp.linalg.eigh(a, UPLO=UPLO)
         n = a.shape[-1]
         self.shapes = ((n,), (n, n))
@@ -941,9 +998,12 @@ class Eigh(Function):
         w, V = _unpack(out, self.shapes)
         gw, gV = _unpack(g, self.shapes)
         mid = _diag_embed(gw)
-        if not _is_zero(gV):
+        zero = _is_zero(gV)
+        if not zero:
             X = D.matmul(D.mT(V), gV)
-            E = w[..., None, :] - w[..., :, None] + _eye(w.shape[-1], w.dtype)
+            E = w[..., None, :] - w[..., :, None] + _eye(w.shape[-1], w.dtype, self.xp)
+            if zero is None:   # a device, gV possibly zero: repeated eigenvalues must not give 0/0
+                E = D.where(E == 0, float("inf"), E)
             mid = mid + (X - D.mT(X)) * 0.5 / E
         return D.matmul(D.matmul(V, mid), D.mT(V))
 
@@ -955,6 +1015,7 @@ def _uplo(UPLO, fn):
 
 def eigh(A, UPLO="L", *, out=None):
     """torch.linalg.eigh: (eigenvalues ascending, eigenvectors as columns) of a symmetric A."""
+    xp = _lib(A)
     _check(A, "linalg.eigh", square=True)
     _uplo(UPLO, "linalg.eigh")
     if not _needs_grad(A):
@@ -966,6 +1027,7 @@ def eigh(A, UPLO="L", *, out=None):
 
 def eigvalsh(A, UPLO="L", *, out=None):
     """torch.linalg.eigvalsh: the eigenvalues of a symmetric A, ascending (gA = V diag(gw) V^T)."""
+    xp = _lib(A)
     _check(A, "linalg.eigvalsh", square=True)
     _uplo(UPLO, "linalg.eigvalsh")
     if not _needs_grad(A):
@@ -1003,6 +1065,7 @@ class SVD(Function):
     others are not determined by A), as PyTorch."""
 
     def forward(self, a, full_matrices=False):
+        xp = self.xp
         u, s, vh = xp.linalg.svd(a, full_matrices=full_matrices)
         self.m, self.n = a.shape[-2], a.shape[-1]
         self.shapes = (u.shape[-2:], s.shape[-1:], vh.shape[-2:])
@@ -1020,12 +1083,15 @@ class SVD(Function):
             U, gU = U[..., :, :k], gU[..., :, :k]
         if Vh.shape[-2] != k:
             Vh, gVh = Vh[..., :k, :], gVh[..., :k, :]
-        has_u, has_v = not _is_zero(gU), not _is_zero(gVh)
+        zu, zv = _is_zero(gU), _is_zero(gVh)
+        has_u, has_v = not zu, not zv
         if not has_u and not has_v:
             return D.matmul(U * gS[..., None, :], Vh)
         core = _diag_embed(gS)
         S2 = S * S
-        E = S2[..., None, :] - S2[..., :, None] + _eye(k, S.dtype)
+        E = S2[..., None, :] - S2[..., :, None] + _eye(k, S.dtype, self.xp)
+        if zu is None or zv is None:   # a device, gU/gVh possibly zero: no 0/0 at repeated values
+            E = D.where(E == 0, float("inf"), E)
         num = None
         if has_u:
             X = D.matmul(D.mT(U), gU)
@@ -1049,6 +1115,7 @@ class SVD(Function):
 def svd(A, full_matrices=True, *, driver=None, out=None):
     """torch.linalg.svd: (U, S, Vh), S descending; full_matrices=True by default as torch
     (``driver`` is a CUDA option in torch and is accepted and ignored)."""
+    xp = _lib(A)
     _check(A, "linalg.svd")
     if not _needs_grad(A):
         u, s, vh = xp.linalg.svd(A._data, full_matrices=full_matrices)
@@ -1061,6 +1128,7 @@ def svd(A, full_matrices=True, *, driver=None, out=None):
 
 def svdvals(A, *, driver=None, out=None):
     """torch.linalg.svdvals: the singular values, descending (gA = U diag(gS) Vh)."""
+    xp = _lib(A)
     _check(A, "linalg.svdvals")
     if not _needs_grad(A):
         return Tensor._make(xp.linalg.svd(A._data, compute_uv=False))
@@ -1069,6 +1137,7 @@ def svdvals(A, *, driver=None, out=None):
 
 def svd_old(input, some=True, compute_uv=True, *, out=None):  # noqa: A002
     """torch.svd (and Tensor.svd): (U, S, V) with V, not Vh; reduced when some=True."""
+    xp = _lib(input)
     _check(input, "svd", "input")
     if not compute_uv:
         S = svdvals(input)
@@ -1098,6 +1167,7 @@ class Pinv(Function):
     gA = -P^T G P^T + (I - A P) G^T P P^T + P^T P G^T (I - P A)  (Golub and Pereyra)."""
 
     def forward(self, a, atol=None, rtol=None, hermitian=False):
+        xp = self.xp
         m, n = a.shape[-2], a.shape[-1]
         if hermitian:
             w, v = xp.linalg.eigh(a)
@@ -1149,6 +1219,7 @@ def pinverse(input, rcond=1e-15):  # noqa: A002
 def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None, out=None):
     """torch.linalg.matrix_rank: the number of singular values above max(atol, rtol * largest)
     (int64; not differentiable).  ``tol`` is the deprecated name of atol."""
+    xp = _lib(A)
     _check(A, "linalg.matrix_rank")
     if tol is not None:
         atol, rtol = tol, (0.0 if rtol is None else rtol)
@@ -1172,6 +1243,7 @@ class Lstsq(Function):
     differentiable_backward = False
 
     def forward(self, a, b, rcond=None):
+        xp = self.xp
         batch = xp.broadcast_shapes(a.shape[:-2], b.shape[:-2])
         a = xp.broadcast_to(a, batch + a.shape[-2:])
         b = xp.broadcast_to(b, batch + b.shape[-2:])
@@ -1209,6 +1281,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
     default driver 'gelsy' gives the rank and empty residuals and singular values; 'gelsd' and
     'gelss' also give the singular values, and the squared residuals when m > n and A has full
     rank; 'gels' gives the solution alone.  B may be (..., m, k) or (..., m)."""
+    xp = _lib(A)
     fn = "linalg.lstsq"
     _check(A, fn, "A")
     _check(B, fn, "B", min_dim=1)
@@ -1249,10 +1322,12 @@ class MatrixExp(Function):
     L(A^T, G), read off the upper-right block of exp([[A^T, G], [0, A^T]])."""
 
     def forward(self, a):
+        xp = self.xp
         self.save_for_backward(a)
         return xp.asarray(_sla().expm(a), dtype=a.dtype)
 
     def backward(self, g):
+        xp = self.xp
         (a,) = self.saved
         n = a.shape[-1]
         at = D.mT(a)
@@ -1273,6 +1348,7 @@ def matrix_exp(A):
 def matrix_power(A, n, *, out=None):
     """torch.linalg.matrix_power: A^n for an integer n (n < 0: inv(A)^|n|; n = 0: identity),
     by repeated squaring, so the gradient is that of the products."""
+    xp = _lib(A)
     fn = "linalg.matrix_power"
     if not isinstance(A, Tensor):
         raise TypeError(f"{fn}: argument 'A' must be a Tensor, got {type(A).__name__}")
@@ -1282,7 +1358,7 @@ def matrix_power(A, n, *, out=None):
     if isinstance(n, bool) or not isinstance(n, (int, xp.integer)):
         raise TypeError(f"{fn}: argument 'n' must be an int, got {type(n).__name__}")
     if n == 0:
-        eye = xp.broadcast_to(_eye(A.shape[-1], A.dtype), tuple(A.shape)).copy()
+        eye = xp.broadcast_to(_eye(A.shape[-1], A.dtype, xp), tuple(A.shape)).copy()
         return Tensor._make(eye)
     if n < 0:
         _check(A, fn, square=True)
@@ -1352,6 +1428,7 @@ def multi_dot(tensors, *, out=None):
 def linalg_vander(x, *, N=None):
     """torch.linalg.vander: (..., n) -> (..., n, N) with columns x^0, x^1, ..., x^(N-1), built by
     repeated products (so d x^k / dx = k x^(k-1), also at x = 0)."""
+    xp = _lib(x)
     fn = "linalg.vander"
     if not isinstance(x, Tensor):
         raise TypeError(f"{fn}: argument 'x' must be a Tensor, got {type(x).__name__}")
@@ -1397,6 +1474,7 @@ def linalg_cross(input, other, *, dim=-1, out=None):  # noqa: A002
 def householder_product(A, tau, *, out=None):
     """torch.linalg.householder_product: the first n columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T
     with v_i = (0, ..., 0, 1, A[i+1:, i]) (LAPACK orgqr), composed from products (differentiable)."""
+    xp = _lib(A)
     fn = "linalg.householder_product"
     _check(A, fn, "A")
     if not isinstance(tau, Tensor):
@@ -1407,7 +1485,7 @@ def householder_product(A, tau, *, out=None):
         raise RuntimeError(f"{fn}: expected A of shape (..., m, n) with m >= n and tau of shape (..., k) with "
                            f"k <= n, got A {tuple(A.shape)} and tau {tuple(tau.shape)}")
     V = tril(A, -1) + Tensor._make(xp.eye(m, n, dtype=A.dtype))
-    Q = Tensor._make(xp.broadcast_to(_eye(m, A.dtype), tuple(A.shape[:-2]) + (m, m)).copy())
+    Q = Tensor._make(xp.broadcast_to(_eye(m, A.dtype, xp), tuple(A.shape[:-2]) + (m, m)).copy())
     for i in range(k):
         v = V[..., :, i:i + 1]
         Q = Q - matmul(matmul(Q, v) * tau[..., i:i + 1, None], _shape_transpose(v, -2, -1))
@@ -1511,6 +1589,7 @@ class LU(Function):
     -L2^T gL2 U^{-T} to gU."""
 
     def forward(self, a):
+        xp = self.xp
         m, n = a.shape[-2], a.shape[-1]
         k = min(m, n)
         lu, piv, _ = _getrf(a)

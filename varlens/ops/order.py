@@ -7,7 +7,9 @@ scattered back to the positions they came from (the adjoint of a permutation).
 from __future__ import annotations
 
 
+from varlens.core import array as B
 from varlens.core.array import xp
+from varlens.core.array import xp as np_   # (the host library, where a function's xp is the input's)
 
 from varlens.ops.return_types import sort as SortResult, topk as TopKResult  # noqa: E402
 from varlens.core import dtypes as DT
@@ -28,6 +30,11 @@ from varlens.ops.index import gather
 from collections import namedtuple
 
 
+def _ns(a):
+    """The array library of the array ``a`` (NumPy without a lookup on the host path)."""
+    return xp if a.__class__ is xp.ndarray else B.namespace(a)
+
+
 def _dim(dim, ndim, op):
     nd = max(ndim, 1)
     if not -nd <= dim < nd:
@@ -37,15 +44,17 @@ def _dim(dim, ndim, op):
 
 def argsort(x, dim=-1, descending=False, stable=False):
     a = x._data
+    lib = _ns(a)
     if a.ndim == 0:
-        return Tensor._make(xp.zeros((), dtype=xp.int64))
+        return Tensor._make(lib.zeros((), dtype=xp.int64))
     d = _dim(dim, a.ndim, "argsort")
-    kind = "stable" if stable or descending else "quicksort"
+    # (CuPy sorts stably, and takes no other kind)
+    kind = "stable" if stable or descending or lib is not xp else "quicksort"
     if descending:  # stable descending order: sort the negated keys (ties keep their order)
         key = -a if a.dtype.kind in "fi" else ~a
-        idx = xp.argsort(key, axis=d, kind=kind)
+        idx = lib.argsort(key, axis=d, kind=kind)
     else:
-        idx = xp.argsort(a, axis=d, kind=kind)
+        idx = lib.argsort(a, axis=d, kind=kind)
     return Tensor._make(idx.astype(xp.int64))
 
 
@@ -62,14 +71,15 @@ def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     if not 0 <= k <= n:
         raise RuntimeError(f"topk: k ({k}) must be between 0 and the size of dimension {d} ({n})")
     idx = argsort(x, d, descending=largest, stable=True)._data
-    idx = xp.take(idx, xp.arange(k), axis=d)
+    idx = idx[(slice(None),) * d + (slice(0, k),)] if x.ndim else idx
     idx_t = Tensor._make(idx)
     return TopKResult(gather(x, d, idx_t), idx_t)
 
 
 def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
-    s = sorted_sequence._data if isinstance(sorted_sequence, Tensor) else xp.asarray(sorted_sequence)
-    v = values._data if isinstance(values, Tensor) else xp.asarray(values)
+    s = sorted_sequence._data if isinstance(sorted_sequence, Tensor) else np_.asarray(sorted_sequence)
+    v = values._data if isinstance(values, Tensor) else np_.asarray(values)
+    xp = B.namespace(s, v)
     sd = side or ("right" if right else "left")
     if s.ndim <= 1:
         r = xp.searchsorted(s, v, side=sd, sorter=None if sorter is None else xp.asarray(
@@ -107,6 +117,7 @@ def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
         raise ValueError(f"quantile: interpolation must be linear, lower, higher, nearest or midpoint, "
                          f"got {interpolation!r}")
     qa = q._data if isinstance(q, Tensor) else xp.asarray(q, dtype=xp.float64)
+    qa = B.to_host(qa)   # (q's values choose which order statistics to read: a host read for CUDA q)
     if qa.ndim > 1 or bool(((qa < 0) | (qa > 1)).any()):
         raise ValueError("quantile: q must be a scalar or 1-D with values in [0, 1]")
     x = reshape(input, (-1,)) if dim is None else input
@@ -155,10 +166,11 @@ def median(x, dim=None, keepdim=False):
 
 def bincount(x, weights=None, minlength=0):
     a = x._data
-    if a.ndim != 1 or a.dtype.kind not in "iu" or (a.size and a.min() < 0):
+    lib = _ns(a)
+    if a.ndim != 1 or a.dtype.kind not in "iu" or (lib is xp and a.size and a.min() < 0):  # (values: host only)
         raise RuntimeError("bincount: input must be a 1-D tensor of non-negative integers")
-    w = None if weights is None else (weights._data if isinstance(weights, Tensor) else xp.asarray(weights))
-    r = xp.bincount(a, weights=w, minlength=minlength)
+    w = None if weights is None else (weights._data if isinstance(weights, Tensor) else lib.asarray(weights))
+    r = lib.bincount(a, weights=w, minlength=minlength)
     return Tensor._make(r.astype(DT.int64) if w is None else r.astype(w.dtype, copy=False))
 
 
@@ -169,12 +181,13 @@ def histc(x, bins=100, min=0, max=0):  # noqa: A002  (PyTorch's argument names)
         lo, hi = float(a.min()), float(a.max())
     if lo == hi:
         lo, hi = lo - 1, hi + 1
-    h, _ = xp.histogram(a, bins=bins, range=(lo, hi))
+    h, _ = _ns(a).histogram(a, bins=bins, range=(lo, hi))
     return Tensor._make(h.astype(a.dtype if a.dtype.kind == "f" else DT.get_default_dtype()))
 
 
 def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
     T = Tensor
+    xp = _ns(x._data)   # (on a device: a host sync, the result's size depends on the values)
     if dim is None:
         vals, inv, counts = xp.unique(x._data, return_inverse=True, return_counts=True)
         inv = inv.reshape(x.shape)
@@ -196,6 +209,7 @@ def mode(input, dim=-1, keepdim=False):  # noqa: A002
     """Most frequent value along ``dim`` (the smallest among equally frequent ones) and the index
     of its last occurrence, as PyTorch; the value is gathered, so its gradient goes there."""
     x = _tensor(input, "mode: input")
+    xp = _ns(x._data)
     if x.ndim == 0:
         return _Mode(clone(x), Tensor._make(xp.zeros((), dtype=DT.int64)))
     d = _dim_args(x, dim, "mode")
@@ -222,11 +236,14 @@ def mode(input, dim=-1, keepdim=False):  # noqa: A002
 def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
     """Lower median of the non-NaN values (NaN where a slice is all NaN), as PyTorch."""
     x = _tensor(input, "nanmedian: input")
+    xp = _ns(x._data)
     if dim is None:
         flat = reshape(x, (-1,))
         a = flat._data
         if a.size == 0:
             raise RuntimeError("nanmedian: cannot take the median of an empty tensor")
+        if xp is not np_:   # on a device: the per-dim path, which reads no value
+            return nanmedian(flat, 0).values
         order = xp.argsort(a, kind="stable")
         k = int((~xp.isnan(a)).sum()) if a.dtype.kind == "f" else a.size
         pos = order[(k - 1) // 2] if k else order[0]
@@ -282,12 +299,13 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
     wt = None if weight is None else _tensor(weight, "histogram: weight")._data.reshape(-1)
     if wt is not None and wt.size != a.size:
         raise RuntimeError(f"histogram: weight must have the input's {a.size} elements, got {wt.size}")
-    h, e = xp.histogram(a, bins=b, range=None if not isinstance(b, int) else (lo, hi), weights=wt, density=density)
+    h, e = _ns(a).histogram(a, bins=b, range=None if not isinstance(b, int) else (lo, hi), weights=wt, density=density)
     return _Hist(Tensor._make(h.astype(x.dtype)), Tensor._make(e.astype(x.dtype)))
 
 
 def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
     x = _tensor(input, "unique_consecutive: input")
+    xp = _ns(x._data)   # (a boolean selection: a host sync on a device, as the result's size needs)
     if dim is not None:
         d = _dim_args(x, dim, "unique_consecutive")
         a = xp.moveaxis(x._data, d, 0)

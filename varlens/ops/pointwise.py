@@ -6,6 +6,11 @@ varlens/ops/activation.py.
 Convention for every backward here: it returns dL/d(input) = dL/d(out) * d(out)/d(input)
 elementwise (the chain rule of seed 003 §1.6 / seed 001 §3.1, one entry of the
 Jacobian's diagonal at a time).  Broadcast inputs are reduced by the engine.
+
+Devices (issue 21): every Function computes with ``xp = self.xp``, the array library of its
+inputs (NumPy, or CuPy / the simulated CUDA library), and helpers working on arrays ask
+``B.namespace(...)``; the numba fast paths are taken for NumPy arrays only.  On the device no
+value is read on the host: the checks that need one (integer division by zero) run on the CPU.
 """
 from __future__ import annotations
 
@@ -14,8 +19,9 @@ import math
 from varlens.core import function as _F
 from varlens.core.function import Function
 from varlens.core.dtypes import get_default_dtype
+from varlens.core import array as B
 from varlens.core.array import erf as _erf_array
-from varlens.core.array import xp
+from varlens.core.array import xp as _np   # the host library: dtypes and host-only checks
 from varlens.core import primitives as D
 from varlens.core.primitives import Clone
 from varlens.ops.kernels import pointwise as _KP
@@ -29,7 +35,7 @@ from collections import namedtuple
 
 
 _PY = (float, int, bool)
-_F64 = xp.dtype("float64")
+_F64 = _np.dtype("float64")
 _CAT = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 
 
@@ -76,7 +82,7 @@ def _promote(a, b, true_div=False):
         if (true_div or isinstance(b, float)) and da.kind in "biu":
             return cast(a, get_default_dtype()), b
         if da.kind == "b" and b.__class__ is int:
-            return cast(a, xp.int64), b  # bool tensor with a Python int: int64, as PyTorch
+            return cast(a, _np.int64), b  # bool tensor with a Python int: int64, as PyTorch
         return a, b
     if type(a) not in _PY:
         a = _scalarize(a)
@@ -87,7 +93,7 @@ def _promote(a, b, true_div=False):
         if db.kind != "f" and (true_div or isinstance(a, float)) and db.kind in "biu":
             return a, cast(b, get_default_dtype())
         if db.kind == "b" and a.__class__ is int:
-            return a, cast(b, xp.int64)
+            return a, cast(b, _np.int64)
     return a, b
 
 
@@ -223,7 +229,7 @@ class Pow(Function):
         if e.__class__ is int and e < 0 and getattr(x, "dtype", _F64).kind in "iub":
             raise RuntimeError("Integers to negative integer powers are not allowed "
                                f"(pow: base of dtype {x.dtype}, exponent {e}); use a float base")
-        if x.__class__ is xp.ndarray and x.dtype.kind == "f" and _KP.small_power(e):
+        if x.__class__ is _np.ndarray and x.dtype.kind == "f" and _KP.small_power(e):
             return _KP.int_power(x, _KP.small_power(e))  # x*x*x, not powf per element
         try:
             out = x ** e
@@ -241,7 +247,7 @@ class Pow(Function):
         n = self.next
         gx = ge = None
         if n[0] is not None:
-            if g.__class__ is xp.ndarray and x.__class__ is xp.ndarray and x.dtype.kind == "f" \
+            if g.__class__ is _np.ndarray and x.__class__ is _np.ndarray and x.dtype.kind == "f" \
                     and _KP.small_power(e):
                 gx = _KP.int_power_grad(g, x, _KP.small_power(e))  # g e x^(e-1) by multiplies
             else:
@@ -264,6 +270,7 @@ def _int_pow_negative(x, e):
     """Integer power with some negative integer exponents, as PyTorch: x^e truncated towards 0,
     i.e. 1 for x = 1, +-1 for x = -1, 0 otherwise (x = 0 gives 0 here; PyTorch's value is
     platform-dependent there)."""
+    xp = B.namespace(x, e)
     x = xp.asarray(x) if hasattr(x, "dtype") else xp.asarray(x, dtype=e.dtype)  # 2 ** int32 is int32
     e = xp.asarray(e) if hasattr(e, "dtype") else xp.asarray(e, dtype=x.dtype)
     neg = e < 0
@@ -277,7 +284,7 @@ class Exp(Function):
     """out = e^x;  d/dx = e^x = out."""
 
     def forward(self, x):
-        y = xp.exp(x)
+        y = self.xp.exp(x)
         self.save_for_backward(y)
         return y
 
@@ -290,7 +297,7 @@ class Log(Function):
 
     def forward(self, x):
         self.save_for_backward(x)
-        return xp.log(x)
+        return self.xp.log(x)
 
     def backward(self, g):
         return g / self.saved[0]
@@ -301,7 +308,7 @@ class Log1p(Function):
 
     def forward(self, x):
         self.save_for_backward(x)
-        return xp.log1p(x)
+        return self.xp.log1p(x)
 
     def backward(self, g):
         return g / (1 + self.saved[0])
@@ -311,7 +318,7 @@ class Expm1(Function):
     """out = e^x - 1, accurate for small x;  d/dx = e^x = out + 1."""
 
     def forward(self, x):
-        y = xp.expm1(x)
+        y = self.xp.expm1(x)
         self.save_for_backward(y)
         return y
 
@@ -323,7 +330,7 @@ class Exp2(Function):
     """out = 2^x;  d/dx = 2^x ln 2 = out ln 2."""
 
     def forward(self, x):
-        y = xp.exp2(x)
+        y = self.xp.exp2(x)
         self.save_for_backward(y)
         return y
 
@@ -335,7 +342,7 @@ class Sqrt(Function):
     """out = sqrt(x);  d/dx = 1 / (2 sqrt(x))."""
 
     def forward(self, x):
-        y = xp.sqrt(x)
+        y = self.xp.sqrt(x)
         self.save_for_backward(y)
         return y
 
@@ -348,7 +355,7 @@ class Abs(Function):
 
     def forward(self, x):
         self.save_for_backward(x)
-        return xp.abs(x)
+        return self.xp.abs(x)
 
     def backward(self, g):
         return g * D.sign(self.saved[0])
@@ -358,7 +365,7 @@ class Sign(Function):
     """out = sign(x); derivative 0 almost everywhere."""
 
     def forward(self, x):
-        return xp.sign(x)
+        return self.xp.sign(x)
 
     def backward(self, g):
         return g * 0
@@ -369,7 +376,7 @@ class Sin(Function):
 
     def forward(self, x):
         self.save_for_backward(x)
-        return xp.sin(x)
+        return self.xp.sin(x)
 
     def backward(self, g):
         return g * D.cos(self.saved[0])
@@ -380,7 +387,7 @@ class Cos(Function):
 
     def forward(self, x):
         self.save_for_backward(x)
-        return xp.cos(x)
+        return self.xp.cos(x)
 
     def backward(self, g):
         return -g * D.sin(self.saved[0])
@@ -408,11 +415,14 @@ def _kind(v):
 
 def _int_zero_div(a, b, op):
     """Integer division by zero: PyTorch raises where NumPy returns 0 with a warning.
-    Two bool operands: PyTorch has no kernel for these ops."""
+    Two bool operands: PyTorch has no kernel for these ops.  The zero check reads values, so it
+    runs for host divisors only (on CUDA PyTorch gives an unspecified value without a check)."""
     if _kind(b) == "b" and _kind(a) == "b":
         raise NotImplementedError(f'"{op}" not implemented for \'Bool\' (both operands are bool tensors); '
                                   "convert them with .long() first")
-    if not xp.all(b):
+    if B.is_device_array(b):
+        return
+    if not _np.all(b):
         raise RuntimeError(f"ZeroDivisionError: {op} of an integer tensor by zero")
 
 
@@ -426,33 +436,41 @@ class _Modulo(Function):
         self.a, self.b = a, b
         if _kind(b) in "iub" and _kind(a) in "iub":
             _int_zero_div(a, b, self.op_name)
-        return self.fwd(a, b)
+        return self.fwd(self.xp, a, b)
 
     def backward(self, g):
         n = self.next
         gb = None
         if n[1] is not None:
-            gb = -g * self.quotient(self.a, self.b, g)
+            gb = -g * self.quotient(self.xp, self.a, self.b, g)
         return (g if n[0] is not None else None), gb
 
 
 class Remainder(_Modulo):
     """out = a - b floor(a/b) (the sign of b, as Python's %);  d/db = -floor(a/b)."""
 
-    op_name, fwd = "remainder", staticmethod(xp.remainder)
+    op_name = "remainder"
 
     @staticmethod
-    def quotient(a, b, g):
+    def fwd(xp, a, b):
+        return xp.remainder(a, b)
+
+    @staticmethod
+    def quotient(xp, a, b, g):
         return xp.floor_divide(a, b)
 
 
 class Fmod(_Modulo):
     """out = a - b trunc(a/b) (the sign of a, C's fmod);  d/db = -trunc(a/b)."""
 
-    op_name, fwd = "fmod", staticmethod(xp.fmod)
+    op_name = "fmod"
 
     @staticmethod
-    def quotient(a, b, g):
+    def fwd(xp, a, b):
+        return xp.fmod(a, b)
+
+    @staticmethod
+    def quotient(xp, a, b, g):
         q = xp.trunc(xp.true_divide(a, b))
         return q.astype(getattr(g, "dtype", q.dtype), copy=False)
 
@@ -463,7 +481,7 @@ class FloorDivide(Function):
     def forward(self, a, b):
         if _kind(b) in "iub" and _kind(a) in "iub":
             _int_zero_div(a, b, "floor_divide")
-        return xp.floor_divide(a, b)
+        return self.xp.floor_divide(a, b)
 
     def backward(self, g):
         raise RuntimeError("derivative for aten::floor_divide is not implemented "
@@ -475,6 +493,7 @@ class DivRound(Function):
     gradient is 0 for both inputs (as PyTorch)."""
 
     def forward(self, a, b, mode):
+        xp = self.xp
         if _kind(b) in "iub" and _kind(a) in "iub":
             _int_zero_div(a, b, "div")
             if mode == "floor":
@@ -494,9 +513,8 @@ class Erfc(Function):
     """out = erfc x = 1 - erf x, accurate in the right tail;  d/dx = -2/sqrt(pi) exp(-x^2)."""
 
     def forward(self, x):
-        from scipy.special import erfc as _erfc
         self.save_for_backward(x)
-        return _erfc(x).astype(x.dtype, copy=False)
+        return B.special(self.xp).erfc(x).astype(x.dtype, copy=False)
 
     def backward(self, g):
         x = self.saved[0]
@@ -508,13 +526,13 @@ class Tanh(Function):
     """out = tanh x;  d/dx = 1 - tanh^2 x (seed 003 §1.4.2)."""
 
     def forward(self, x):
-        y = xp.tanh(x)
+        y = self.xp.tanh(x)
         self.save_for_backward(y)
         return y
 
     def backward(self, g):
         y = self.saved[0]
-        if g.__class__ is xp.ndarray:
+        if g.__class__ is _np.ndarray:
             return _KP.tanh_grad(g, y)  # one compiled pass for float32
         return g * (1 - y * y)
 
@@ -538,6 +556,7 @@ class Clamp(Function):
     def forward(self, x, lo=None, hi=None):
         if lo is None and hi is None:
             raise ValueError("clamp: at least one of min and max must be given")
+        xp = self.xp
         mask = xp.ones(x.shape, dtype=bool)
         if lo is not None:
             mask &= x >= lo
@@ -550,11 +569,34 @@ class Clamp(Function):
         return g * self.mask
 
 
+class ClampBounds(Function):
+    """out = min(max(x, lo), hi) with a Tensor bound (the other a number, a Tensor or None),
+    broadcast.  As PyTorch: d/dx = 1{lo <= x <= hi};  d/dlo = 1{x < lo}, only where lo <= hi;
+    d/dhi = 1{max(x, lo) > hi} (where lo > hi the output is hi, so hi takes the gradient)."""
+
+    def forward(self, x, lo, hi):
+        xp = self.xp
+        y = x if lo is None else xp.maximum(x, lo)
+        keep = None if lo is None else x >= lo
+        if hi is not None:
+            keep = x <= hi if keep is None else keep & (x <= hi)
+        self.mx = keep
+        self.mlo = None if lo is None else (x < lo) if hi is None else (x < lo) & (lo <= hi)
+        self.mhi = None if hi is None else y > hi
+        return y if hi is None else xp.minimum(y, hi)
+
+    def backward(self, g):
+        n = self.next
+        return (g * self.mx if n[0] is not None else None,
+                g * self.mlo if n[1] is not None else None,
+                g * self.mhi if n[2] is not None else None)
+
+
 class Maximum(Function):
     """out = max(a, b);  the gradient goes to the larger input, split in half at ties (as PyTorch)."""
 
     def forward(self, a, b):
-        out = xp.maximum(a, b)
+        out = self.xp.maximum(a, b)
         self.wa = ((a > b) + 0.5 * (a == b)).astype(out.dtype, copy=False)
         return out
 
@@ -566,7 +608,7 @@ class Minimum(Function):
     """out = min(a, b);  the gradient goes to the smaller input, split in half at ties."""
 
     def forward(self, a, b):
-        out = xp.minimum(a, b)
+        out = self.xp.minimum(a, b)
         self.wa = ((a < b) + 0.5 * (a == b)).astype(out.dtype, copy=False)
         return out
 
@@ -579,7 +621,7 @@ class Where(Function):
 
     def forward(self, cond, a, b):
         self.cond = cond
-        return xp.where(cond, a, b)
+        return self.xp.where(cond, a, b)
 
     def backward(self, g):
         c = self.cond
@@ -756,13 +798,14 @@ def sigmoid(x):
 
 def clamp(x, min=None, max=None):  # noqa: A002
     T = _F.Tensor
-    if isinstance(min, T) and min.numel() > 1 or isinstance(max, T) and max.numel() > 1:
-        # elementwise bounds: the same map as maximum/minimum (gradients reach the bounds too)
+    if isinstance(min, T) or isinstance(max, T):
+        # Tensor bounds (never read on the host): gradients reach the bounds, as in PyTorch;
+        # dtypes promoted as PyTorch (a 0-d bound defers to x of the same kind)
         if min is not None:
-            x = maximum(x, min)
+            x, min = _promote(x, _scalarize(min))
         if max is not None:
-            x = minimum(x, max)
-        return x
+            x, max = _promote(x, _scalarize(max))
+        return ClampBounds.apply(x, min, max)
     lo = min.item() if hasattr(min, "item") and not isinstance(min, (int, float)) else min
     hi = max.item() if hasattr(max, "item") and not isinstance(max, (int, float)) else max
     if isinstance(lo, (str, bytes)) or isinstance(hi, (str, bytes)):
@@ -786,7 +829,7 @@ def where(cond, a=None, b=None):
     """where(cond, a, b) picks elementwise; where(cond) alone is nonzero(cond, as_tuple=True)."""
     if a is None and b is None:
         return cond.nonzero(as_tuple=True)  # Tensor.nonzero (ops/index.py), through the method table
-    c = cond._data if isinstance(cond, Tensor) else xp.asarray(cond)
+    c = cond._data if isinstance(cond, Tensor) else cond if B.is_array(cond) else _np.asarray(cond)
     if c.dtype != bool:
         raise RuntimeError(f"where: condition must be a bool tensor, got dtype {c.dtype} (torch: where expected "
                            f"condition to be a boolean tensor); compare first, e.g. x > 0")
@@ -798,10 +841,10 @@ def where(cond, a=None, b=None):
 
 
 def cast(x, dtype):
-    dt = xp.dtype(dtype)
+    dt = _np.dtype(dtype)
     if dt.kind not in "fc":
         # integer and bool tensors never require grad (as in PyTorch): x.long() leaves the graph
-        data = x._data if isinstance(x, Tensor) else xp.asarray(x)
+        data = x._data if isinstance(x, Tensor) else _np.asarray(x)
         return Tensor._make(data if data.dtype == dt else data.astype(dt))
     return Cast.apply(x, dtype)
 
@@ -814,7 +857,7 @@ class _Step(Function):
     """A piecewise-constant map (floor, ceil, round, trunc): derivative 0 almost everywhere,
     so backward returns zeros (as PyTorch, which keeps these ops differentiable)."""
 
-    fn = None
+    fn = ""   # the name of the array library's function
 
     def forward(self, x, *args):
         if x.dtype.kind in "biu":
@@ -822,26 +865,26 @@ class _Step(Function):
                 raise NotImplementedError(f'"{type(self).__name__.lower()}" not implemented for \'Bool\' '
                                           "(a bool tensor); convert it with .float() or .long() first")
             return x.copy()
-        return type(self).fn(x, *args)
+        return getattr(self.xp, self.fn)(x, *args)
 
     def backward(self, g):
         return g * 0
 
 
 class Floor(_Step):
-    fn = staticmethod(xp.floor)
+    fn = "floor"
 
 
 class Ceil(_Step):
-    fn = staticmethod(xp.ceil)
+    fn = "ceil"
 
 
 class Round(_Step):
-    fn = staticmethod(xp.round)
+    fn = "round"
 
 
 class Trunc(_Step):
-    fn = staticmethod(xp.trunc)
+    fn = "trunc"
 
 
 def floor(x):
@@ -888,12 +931,15 @@ def lerp(a, b, w):
 
 # ---------------------------------------------------------------- Functions (no primitive to compose)
 class _Elementary(Function):
-    """y = fn(x) for a NumPy ufunc; ``grad(g, x)`` gives the gradient from the saved input.  It is
-    written with Python operators and varlens.core.primitives, so it is differentiable again."""
+    """y = fn(x) for an array library's ufunc (``fn`` its name); ``grad(g, x)`` gives the gradient
+    from the saved input.  It is written with Python operators and varlens.core.primitives, so it
+    is differentiable again."""
+
+    fn = ""
 
     def forward(self, x):
         self.save_for_backward(x)
-        return self.fn(x)
+        return getattr(self.xp, self.fn)(x)
 
     def backward(self, g):
         (x,) = self.saved
@@ -901,17 +947,17 @@ class _Elementary(Function):
 
 
 def _elementary(name, fn, grad, doc):
-    """A Function class named ``name``: forward ``fn(x)``, backward ``grad(g, x)``."""
-    return type(name, (_Elementary,), {"fn": staticmethod(fn), "grad": staticmethod(grad), "__doc__": doc})
+    """A Function class named ``name``: forward ``xp.<fn>(x)``, backward ``grad(g, x)``."""
+    return type(name, (_Elementary,), {"fn": fn, "grad": staticmethod(grad), "__doc__": doc})
 
 
-Atan = _elementary("Atan", xp.arctan, lambda g, x: g / (1 + x * x), "d atan(x)/dx = 1 / (1 + x^2).")
+Atan = _elementary("Atan", "arctan", lambda g, x: g / (1 + x * x), "d atan(x)/dx = 1 / (1 + x^2).")
 
 
-Asin = _elementary("Asin", xp.arcsin, lambda g, x: g / D.sqrt(1 - x * x), "d asin(x)/dx = 1 / sqrt(1 - x^2).")
+Asin = _elementary("Asin", "arcsin", lambda g, x: g / D.sqrt(1 - x * x), "d asin(x)/dx = 1 / sqrt(1 - x^2).")
 
 
-Acos = _elementary("Acos", xp.arccos, lambda g, x: -g / D.sqrt(1 - x * x), "d acos(x)/dx = -1 / sqrt(1 - x^2).")
+Acos = _elementary("Acos", "arccos", lambda g, x: -g / D.sqrt(1 - x * x), "d acos(x)/dx = -1 / sqrt(1 - x^2).")
 
 
 class Atan2(Function):
@@ -919,7 +965,7 @@ class Atan2(Function):
 
     def forward(self, y, x):
         self.save_for_backward(y, x)
-        return xp.arctan2(y, x)
+        return self.xp.arctan2(y, x)
 
     def backward(self, g):
         """As above, and 0 at y = x = 0 (PyTorch's value there) instead of 0 / 0."""
@@ -994,17 +1040,19 @@ def rad2deg(x):
 
 
 def copysign(input, other):
-    neg = xp.signbit(other._data if isinstance(other, Tensor) else xp.asarray(other))
+    o = other._data if isinstance(other, Tensor) else _np.asarray(other)
+    neg = Tensor._make(B.namespace(o).signbit(o))
     a = abs(input)
     return where(neg, -a, a)
 
 
 def signbit(x):
-    return Tensor._make(xp.signbit(x._data))
+    return Tensor._make(B.namespace(x._data).signbit(x._data))
 
 
 def heaviside(input, values):
     v = values._data if isinstance(values, Tensor) else values
+    xp = B.namespace(input._data, v)
     return Tensor._make(xp.heaviside(input._data, v).astype(input._data.dtype))
 
 
@@ -1028,19 +1076,26 @@ def logit(x, eps=None):
     return log(x / (1 - x))
 
 
+class NanToNum(Function):
+    """out = x where finite, else ``nan`` / ``posinf`` / ``neginf`` (None: the dtype's largest or
+    lowest value);  d/dx = 1{x finite} (the replaced entries are constants)."""
+
+    def forward(self, x, nan, posinf, neginf):
+        xp = self.xp
+        self.finite = xp.isfinite(x)
+        return xp.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
+
+    def backward(self, g):
+        return g * self.finite
+
+
 def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     """NaN -> ``nan``, +Inf -> ``posinf`` (default: the dtype's largest), -Inf -> ``neginf``;
-    the gradient flows through the entries that were finite."""
-    a = x._data
-    if a.dtype.kind != "f":
-        return x
-    fi = xp.finfo(a.dtype)
-    out = x
-    for m, v in ((xp.isnan(a), nan), (xp.isposinf(a), fi.max if posinf is None else posinf),
-                 (xp.isneginf(a), fi.min if neginf is None else neginf)):
-        if m.any():
-            out = where(Tensor._make(m), v, out)
-    return out
+    the gradient flows through the entries that were finite.  Integer and bool tensors come
+    back as a copy."""
+    if x._data.dtype.kind != "f":
+        return clone(x)
+    return NanToNum.apply(x, nan, posinf, neginf)
 
 
 class Sinc(Function):
@@ -1048,7 +1103,7 @@ class Sinc(Function):
 
     def forward(self, x):
         self.save_for_backward(x)
-        return xp.sinc(x)
+        return self.xp.sinc(x)
 
     def backward(self, g):
         (x,) = self.saved
@@ -1058,14 +1113,14 @@ class Sinc(Function):
         return D.where(zero, 0.0, g * ((D.cos(px) - D.sin(px) / px) / xs))
 
 
-Asinh = _elementary("Asinh", xp.arcsinh, lambda g, x: g / D.sqrt(x * x + 1), "d asinh(x)/dx = 1 / sqrt(x^2 + 1).")
+Asinh = _elementary("Asinh", "arcsinh", lambda g, x: g / D.sqrt(x * x + 1), "d asinh(x)/dx = 1 / sqrt(x^2 + 1).")
 
 
-Acosh = _elementary("Acosh", xp.arccosh, lambda g, x: g / D.sqrt(x * x - 1),
+Acosh = _elementary("Acosh", "arccosh", lambda g, x: g / D.sqrt(x * x - 1),
                     "d acosh(x)/dx = 1 / sqrt(x^2 - 1) (x > 1).")
 
 
-Atanh = _elementary("Atanh", xp.arctanh, lambda g, x: g / (1 - x * x), "d atanh(x)/dx = 1 / (1 - x^2) (|x| < 1).")
+Atanh = _elementary("Atanh", "arctanh", lambda g, x: g / (1 - x * x), "d atanh(x)/dx = 1 / (1 - x^2) (|x| < 1).")
 
 
 def sinc(input):  # noqa: A002
@@ -1100,7 +1155,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002
 # ---------------------------------------------------------------- elementwise
 def float_power(input, exponent):  # noqa: A002
     """input ** exponent computed in float64 (either may be a number), as PyTorch."""
-    f64 = xp.dtype("float64")
+    f64 = _np.dtype("float64")
     a = cast(input, f64) if isinstance(input, Tensor) else float(input)
     b = cast(exponent, f64) if isinstance(exponent, Tensor) else float(exponent)
     if not isinstance(a, Tensor):
@@ -1115,6 +1170,7 @@ def nextafter(input, other):  # noqa: A002
     bd = _arr(b)
     if a.dtype.kind != "f":
         raise RuntimeError(f"nextafter: expected floating point tensors, got input dtype {a.dtype}")
+    xp = B.namespace(a._data, bd)
     return Tensor._make(xp.nextafter(a._data, bd.astype(a.dtype)).astype(a.dtype))
 
 
@@ -1122,13 +1178,15 @@ def fmax(input, other):  # noqa: A002
     """Elementwise maximum that ignores a NaN on one side; the gradient goes to the chosen side
     (to input on ties), as PyTorch."""
     a, b = _promote(input, other)
-    take_a = Tensor._make(xp.asarray((_arr(a) >= _arr(b)) | xp.isnan(_arr(b))))
+    da, db = _arr(a), _arr(b)
+    take_a = Tensor._make((da >= db) | B.namespace(da, db).isnan(db))
     return where(take_a, a, b)
 
 
 def fmin(input, other):  # noqa: A002
     a, b = _promote(input, other)
-    take_a = Tensor._make(xp.asarray((_arr(a) <= _arr(b)) | xp.isnan(_arr(b))))
+    da, db = _arr(a), _arr(b)
+    take_a = Tensor._make((da <= db) | B.namespace(da, db).isnan(db))
     return where(take_a, a, b)
 
 
@@ -1141,7 +1199,8 @@ def ldexp(input, other):  # noqa: A002
     """input * 2**other (float result)."""
     x = _float(_tensor(input, "ldexp: input"))
     e = _arr(other)
-    return mul(x, Tensor._make(xp.ldexp(xp.ones((), dtype=x.dtype), e.astype(xp.int64)).astype(x.dtype)
+    xp = B.namespace(x._data, e)
+    return mul(x, Tensor._make(xp.ldexp(xp.ones((), dtype=x.dtype), e.astype(_np.int64)).astype(x.dtype)
                                  if e.dtype.kind in "iub" else xp.exp2(e).astype(x.dtype)))
 
 
@@ -1152,8 +1211,8 @@ def frexp(input):  # noqa: A002
     x = _tensor(input, "frexp: input")
     if x.dtype.kind != "f":
         raise RuntimeError(f"frexp: expected a floating point tensor, got dtype {x.dtype}")
-    m, e = xp.frexp(x._data)
-    return _Frexp(Tensor._make(m.astype(x.dtype)), Tensor._make(e.astype(xp.int32)))
+    m, e = B.namespace(x._data).frexp(x._data)
+    return _Frexp(Tensor._make(m.astype(x.dtype)), Tensor._make(e.astype(_np.int32)))
 
 
 def sgn(input):  # noqa: A002
@@ -1166,15 +1225,17 @@ def _int_op(name, fn):
         for nm, v in (("input", a), ("other", b)):
             if v.dtype.kind not in "iub":
                 raise RuntimeError(f"{name}: expected integer tensors, got {nm} of dtype {v.dtype}")
-        return Tensor._make(xp.asarray(fn(a, b)).astype(xp.result_type(a, b) if a.ndim or not b.ndim else a.dtype))
+        xp = B.namespace(a, b)
+        r = xp.asarray(getattr(xp, fn)(a, b))
+        return Tensor._make(r.astype(xp.result_type(a, b) if a.ndim or not b.ndim else a.dtype))
     f.__name__ = name
     return f
 
 
-gcd = _int_op("gcd", xp.gcd)
-lcm = _int_op("lcm", xp.lcm)
-bitwise_left_shift = _int_op("bitwise_left_shift", xp.left_shift)
-bitwise_right_shift = _int_op("bitwise_right_shift", xp.right_shift)
+gcd = _int_op("gcd", "gcd")
+lcm = _int_op("lcm", "lcm")
+bitwise_left_shift = _int_op("bitwise_left_shift", "left_shift")
+bitwise_right_shift = _int_op("bitwise_right_shift", "right_shift")
 
 
 def positive(input):  # noqa: A002

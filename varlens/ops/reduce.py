@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins as _b
 
 from varlens.core.function import Function
+from varlens.core import array as B
 from varlens.core.array import xp
 from varlens.core import primitives as D
 from varlens.ops.kernels import rows as _KR
@@ -70,8 +71,8 @@ def _expand_back(g, in_shape, axes, keepdim):
 def _spread(g, in_shape, axes, keepdim):
     """As _expand_back, but for arrays a fresh, owned array (what a leaf's .grad keeps
     without another copy); Tensors go the differentiable way."""
-    if isinstance(g, xp.ndarray):
-        out = xp.empty(in_shape, dtype=g.dtype)
+    if g.__class__ is xp.ndarray or B.is_device_array(g):
+        out = (xp if g.__class__ is xp.ndarray else B.namespace(g)).empty(in_shape, dtype=g.dtype)
         out[...] = g if keepdim else g.reshape(_kept_shape(in_shape, axes))
         return out
     return _expand_back(g, in_shape, axes, keepdim)
@@ -112,7 +113,7 @@ class Var(Function):
         self.n = _numel(x.shape, axes)
         self.denom = _b.max(self.n - correction, 0)
         self.save_for_backward(x)
-        return xp.var(x, axis=axes, ddof=correction, keepdims=keepdim)
+        return self.xp.var(x, axis=axes, ddof=correction, keepdims=keepdim)
 
     def backward(self, g):
         x = self.saved[0]
@@ -135,7 +136,7 @@ class Std(Function):
         self.in_shape, self.axes, self.keepdim = x.shape, axes, keepdim
         self.n = _numel(x.shape, axes)
         self.denom = _b.max(self.n - correction, 0)
-        y = xp.std(x, axis=axes, ddof=correction, keepdims=keepdim)
+        y = self.xp.std(x, axis=axes, ddof=correction, keepdims=keepdim)
         self.save_for_backward(x, y)
         return y
 
@@ -153,11 +154,11 @@ class Std(Function):
 class Amax(Function):
     """out = max over axes;  the gradient is shared evenly among the maximal elements (as PyTorch)."""
 
-    fn = staticmethod(xp.max)
+    fn = "max"
 
     def forward(self, x, axes, keepdim):
         self.in_shape, self.axes, self.keepdim = x.shape, axes, keepdim
-        y = self.fn(x, axis=axes, keepdims=True)
+        y = getattr(self.xp, self.fn)(x, axis=axes, keepdims=True)
         mask = (x == y)
         self.w = mask / mask.sum(axis=axes, keepdims=True).astype(x.dtype)
         return y if keepdim else y.reshape(tuple(s for i, s in enumerate(x.shape) if i not in axes))
@@ -169,13 +170,14 @@ class Amax(Function):
 class Amin(Amax):
     """out = min over axes;  gradient shared evenly among the minimal elements."""
 
-    fn = staticmethod(xp.min)
+    fn = "min"
 
 
 class LogSumExp(Function):
     """out = log sum exp x (computed stably);  d/dx = exp(x - out) = softmax(x)."""
 
     def forward(self, x, axes, keepdim):
+        xp = self.xp
         self.in_shape, self.axes, self.keepdim = x.shape, axes, keepdim
         m = xp.max(x, axis=axes, keepdims=True)
         m = xp.where(xp.isfinite(m), m, 0)
@@ -197,6 +199,7 @@ class Softmax(Function):
     """y = exp(x - max) / sum;  dL/dx = y * (g - sum(g*y)) (the Jacobian diag(y) - y y^T of seed 001 §3.1)."""
 
     def forward(self, x, dim):
+        xp = self.xp
         self.dim = dim
         if dim == x.ndim - 1 and x.size and _KR.kernel_ok(x):  # float32 rows: one compiled pass
             e = _KR.softmax(x.reshape(-1, x.shape[-1]), use_kernel=True).reshape(x.shape)
@@ -220,6 +223,7 @@ class LogSoftmax(Function):
     """y = x - logsumexp(x);  dL/dx = g - softmax(x) * sum(g)."""
 
     def forward(self, x, dim):
+        xp = self.xp
         self.dim = dim
         if dim == x.ndim - 1 and x.size and _KR.kernel_ok(x):  # float32 rows: one compiled pass
             y = _KR.log_softmax(x.reshape(-1, x.shape[-1]), use_kernel=True).reshape(x.shape)
@@ -246,15 +250,14 @@ class Prod(Function):
     def forward(self, x, axes, keepdim):
         self.in_shape, self.axes, self.keepdim = x.shape, axes, keepdim
         self.x = x
-        y = xp.prod(x, axis=axes, keepdims=True)
+        y = self.xp.prod(x, axis=axes, keepdims=True)
         self.yk = y
         return y if keepdim else y.reshape(_drop(x.shape, axes))
 
     def backward(self, g):
-        x = self.x
+        xp, x = self.xp, self.x
         gk = g if self.keepdim else g.reshape(self.yk.shape)
-        zero = x == 0
-        if not zero.any():
+        if xp is B.xp and not (x == 0).any():   # (on a device: no host read, the exact path always)
             return gk * self.yk / x
         # exact product of the others, element by element along the (flattened) reduced axes
         moved = xp.moveaxis(x, self.axes, tuple(range(-len(self.axes), 0)))
@@ -289,6 +292,7 @@ class Norm2(Function):
     as PyTorch (the subgradient 0 instead of 0/0 = NaN)."""
 
     def forward(self, x, axes, keepdim):
+        xp = self.xp
         self.in_shape, self.axes, self.keepdim = x.shape, axes, keepdim
         y = xp.sqrt(xp.sum(x * x, axis=axes, keepdims=True))
         y = y if keepdim else y.reshape(_drop(x.shape, axes))
@@ -412,6 +416,7 @@ def _minmax_dim(x, dim, keepdim, argf, result):
 
 def argmax(x, dim=None, keepdim=False):
     a = x._data
+    xp = B.namespace(a)
     if dim is None:
         if not a.size:
             raise IndexError("argmax(): Expected reduction dim to be specified for input.numel() == 0 (got an "
@@ -424,6 +429,7 @@ def argmax(x, dim=None, keepdim=False):
 
 def argmin(x, dim=None, keepdim=False):
     a = x._data
+    xp = B.namespace(a)
     if dim is None:
         if not a.size:
             raise IndexError("argmin(): Expected reduction dim to be specified for input.numel() == 0 (got an "
@@ -479,11 +485,13 @@ def prod(x, dim=None, keepdim=False, *, dtype=None):
 
 
 def all(x, dim=None, keepdim=False):  # noqa: A001
+    xp = B.namespace(x._data)
     r = xp.asarray(xp.all(x._data, axis=None if dim is None else norm_dims(dim, x.ndim, "all"), keepdims=keepdim))
     return Tensor._make(r.astype(xp.uint8) if x._data.dtype == xp.uint8 else r)  # uint8 stays uint8 (PyTorch)
 
 
 def any(x, dim=None, keepdim=False):  # noqa: A001
+    xp = B.namespace(x._data)
     r = xp.asarray(xp.any(x._data, axis=None if dim is None else norm_dims(dim, x.ndim, "any"), keepdims=keepdim))
     return Tensor._make(r.astype(xp.uint8) if x._data.dtype == xp.uint8 else r)
 
@@ -498,6 +506,7 @@ def count_nonzero(x, dim=None):
     a = x._data != 0
     if dim is not None:
         dim = norm_dims(dim, x.ndim, "count_nonzero") if x.ndim else None
+    xp = B.namespace(a)
     return Tensor._make(xp.asarray(xp.count_nonzero(a, axis=dim), dtype=DT.int64))
 
 
@@ -515,7 +524,7 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
         raise RuntimeError(f"nanmean: expected a floating point input, got dtype {x.dtype}")
     if dtype is not None:
         x = cast(x, DT.to_dtype(dtype))
-    keep = Tensor._make((~xp.isnan(x._data)).astype(x.dtype))
+    keep = Tensor._make((~B.namespace(x._data).isnan(x._data)).astype(x.dtype))
     return div(nansum(x, dim, keepdim), sum(keep, dim, keepdim=keepdim))
 
 

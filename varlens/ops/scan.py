@@ -11,6 +11,7 @@ from varlens.ops._args import _dim
 from varlens.ops.shape import cat
 from varlens.ops.shape import narrow
 from varlens.ops.compare import ne
+from varlens.core import array as B
 from varlens.core.array import xp
 from varlens.core.function import Function
 from varlens.ops.reduce import _one_dim
@@ -41,7 +42,7 @@ def logcumsumexp(input, dim):
 def diff(x, n=1, dim=-1, prepend=None, append=None):
     d = _dim(x, dim, "diff")
     if prepend is not None or append is not None:
-        parts = [p if isinstance(p, Tensor) else Tensor._make(xp.asarray(p, dtype=x.dtype))
+        parts = [p if isinstance(p, Tensor) else Tensor._make(B.namespace(x._data).asarray(p, dtype=x.dtype))
                  for p in (prepend, x, append) if p is not None]
         x = cat(parts, d)
     for _ in range(n):
@@ -56,11 +57,12 @@ class CumSum(Function):
 
     def forward(self, x, dim):
         self.dim = dim
-        return xp.cumsum(x, axis=dim)
+        return self.xp.cumsum(x, axis=dim)
 
     def backward(self, g):
         if hasattr(g, "_data"):
             return flip(cumsum(flip(g, (self.dim,)), self.dim), (self.dim,))
+        xp = self.xp
         return xp.flip(xp.cumsum(xp.flip(g, self.dim), axis=self.dim), self.dim)
 
 
@@ -73,7 +75,7 @@ def cumsum(x, dim, *, dtype=None):
 
 
 # ---------------------------------------------------------------- Functions
-def _revcumsum(a):
+def _revcumsum(a, xp):
     return xp.flip(xp.cumsum(xp.flip(a, -1), -1), -1)
 
 
@@ -89,25 +91,26 @@ class CumProd(Function):
 
     def forward(self, x, dim):
         self.dim = dim
-        y = xp.cumprod(x, axis=dim)
+        y = self.xp.cumprod(x, axis=dim)
         self.save_for_backward(x, y)
         return y
 
     def backward(self, g):
+        xp = self.xp
         x, y = self.saved
         d = self.dim
         x, y, g = (xp.moveaxis(a, d, -1) for a in (x, y, g))
         zero = x == 0
         gy = g * y
-        if not zero.any():
-            gx = _revcumsum(gy) / x
+        if xp is B.xp and not zero.any():   # (on a device: no host read, the general path always)
+            gx = _revcumsum(gy, xp) / x
         else:
             nz = xp.cumsum(zero, -1)
             before = nz == 0
             first = zero & (nz == 1)
-            gx = xp.where(before, _revcumsum(gy) / xp.where(before, x, 1), 0)
+            gx = xp.where(before, _revcumsum(gy, xp) / xp.where(before, x, 1), 0)
             y1 = xp.cumprod(xp.where(first, 1, x), -1)
-            gx = gx + xp.where(first, _revcumsum(g * y1), 0)
+            gx = gx + xp.where(first, _revcumsum(g * y1, xp), 0)
         return xp.moveaxis(gx, -1, d), None
 
     @staticmethod
@@ -134,11 +137,13 @@ def cumprod(input, dim, *, dtype=None):  # noqa: A002
 
 def _cum_extreme(input, dim, what, better):
     x = _tensor(input, f"{what}: input")
+    xp = B.namespace(x._data)
     if x.ndim == 0:
         return clone(x), Tensor._make(xp.zeros((), dtype=DT.int64))
     d = _dim(x, dim, what)
     a = xp.moveaxis(x._data, d, -1)
     n = a.shape[-1]
+    better = getattr(xp, better)
     acc = (xp.maximum if better is xp.greater_equal else xp.minimum).accumulate(a, axis=-1)
     # a position takes over when it is at least as good as the running extreme before it (ties move
     # the index forward, as PyTorch); a NaN takes over and stays the value until the next NaN
@@ -156,11 +161,11 @@ def _cum_extreme(input, dim, what, better):
 
 def cummax(input, dim):  # noqa: A002
     """Running maximum along ``dim`` and where it was last reached (values, indices)."""
-    return _CumMax(*_cum_extreme(input, dim, "cummax", xp.greater_equal))
+    return _CumMax(*_cum_extreme(input, dim, "cummax", "greater_equal"))
 
 
 def cummin(input, dim):  # noqa: A002
-    return _CumMin(*_cum_extreme(input, dim, "cummin", xp.less_equal))
+    return _CumMin(*_cum_extreme(input, dim, "cummin", "less_equal"))
 
 
 # ---------------------------------------------------------------- integration, statistics
@@ -169,7 +174,7 @@ def _trap_dx(y, x, dx, d, what):
         return 1.0 if dx is None else dx
     if dx is not None:
         raise RuntimeError(f"{what}: give x or dx, not both")
-    x = x if isinstance(x, Tensor) else Tensor._make(xp.asarray(x))
+    x = x if isinstance(x, Tensor) else Tensor._make(B.namespace(y._data).asarray(x))
     n = y.shape[d]
     if x.ndim == 1:
         if x.shape[0] != n:
@@ -206,7 +211,8 @@ def trapezoid(y, x=None, *, dx=None, dim=-1):
     terms, d = _trap_terms(y, x, dx, dim, "trapezoid")
     if terms is None:
         shape = tuple(s for i, s in enumerate(y.shape) if i != d)
-        return Tensor._make(xp.zeros(shape, dtype=_float(y).dtype))
+        fy = _float(y)
+        return Tensor._make(B.namespace(fy._data).zeros(shape, dtype=fy.dtype))
     return _reduce_sum(terms, d)
 
 
@@ -217,5 +223,6 @@ def trapz(y, x=None, *, dx=None, dim=-1):
 def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
     terms, d = _trap_terms(y, x, dx, dim, "cumulative_trapezoid")
     if terms is None:
-        return Tensor._make(xp.zeros(tuple(y.shape), dtype=_float(y).dtype))
+        fy = _float(y)
+        return Tensor._make(B.namespace(fy._data).zeros(tuple(y.shape), dtype=fy.dtype))
     return cumsum(terms, d)

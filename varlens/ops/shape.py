@@ -4,6 +4,7 @@ to the cotangent (reshape back, inverse permutation, split what was concatenated
 from __future__ import annotations
 
 from varlens.core.function import Function
+from varlens.core import array as B
 from varlens.core.array import xp
 from varlens.core import primitives as D
 from varlens.core.primitives import Clone
@@ -38,7 +39,7 @@ class Permute(Function):
 
     def forward(self, x, axes):
         self.axes = axes
-        return xp.transpose(x, axes)
+        return self.xp.transpose(x, axes)
 
     def backward(self, g):
         inv = [0] * len(self.axes)
@@ -53,7 +54,7 @@ class Expand(Function):
 
     def forward(self, x, shape):
         try:
-            return xp.broadcast_to(x, shape)
+            return self.xp.broadcast_to(x, shape)
         except ValueError:
             raise RuntimeError(f"expand: cannot expand shape {tuple(x.shape)} to {tuple(shape)}") from None
 
@@ -66,12 +67,12 @@ class Flip(Function):
 
     def forward(self, x, dims):
         self.dims = dims
-        return xp.flip(x, dims)
+        return self.xp.flip(x, dims)
 
     def backward(self, g):
         if hasattr(g, "_data"):
             return flip(g, self.dims)
-        return xp.flip(g, self.dims)
+        return self.xp.flip(g, self.dims)
 
 
 class Cat(Function):
@@ -80,7 +81,7 @@ class Cat(Function):
     def forward(self, *xs, dim=0):
         self.dim = dim
         self.sizes = [x.shape[dim] for x in xs]
-        return xp.concatenate(xs, axis=dim)
+        return self.xp.concatenate(xs, axis=dim)
 
     def backward(self, g):
         out, start = [], 0
@@ -96,7 +97,7 @@ class Stack(Function):
 
     def forward(self, *xs, dim=0):
         self.dim = dim
-        return xp.stack(xs, axis=dim)
+        return self.xp.stack(xs, axis=dim)
 
     def backward(self, g):
         pre = (slice(None),) * self.dim
@@ -148,7 +149,8 @@ def view(x, *shape):
     if len(shape) == 1 and _is_dtype(shape[0]):
         return _view_dtype(x, shape[0])
     shp = _shape_arg(shape, "view")
-    if not x._data.flags.c_contiguous and x._data.size > 1:
+    if x._data.__class__ is xp.ndarray and not x._data.flags.c_contiguous and x._data.size > 1:
+        # (the check needs NumPy's reshape(copy=False); on a device a non-contiguous view copies)
         try:
             xp.reshape(x._data, shp, copy=False)
         except ValueError as e:
@@ -572,13 +574,14 @@ class Unfold(Function):
     def forward(self, x, dim, size, step):
         n = (x.shape[dim] - size) // step + 1
         self.dim, self.size, self.step, self.n, self.xshape = dim, size, step, n, x.shape
+        xp = self.xp
         w = xp.lib.stride_tricks.sliding_window_view(x, size, axis=dim)
         key = (slice(None),) * dim + (slice(0, (n - 1) * step + 1, step),)
         return xp.ascontiguousarray(w[key])
 
     def backward(self, g):
         d, size, step, n = self.dim, self.size, self.step, self.n
-        gx = xp.zeros(self.xshape, dtype=g.dtype)
+        gx = self.xp.zeros(self.xshape, dtype=g.dtype)
         for k in range(size):
             dst = (slice(None),) * d + (slice(k, k + (n - 1) * step + 1, step),)
             gx[dst] += g[..., k]
@@ -649,6 +652,7 @@ def block_diag(*tensors):
         mats.append(reshape(t, (1, 1)) if t.ndim == 0 else (reshape(t, (1, -1)) if t.ndim == 1 else t))
     if not mats:
         return Tensor._make(xp.zeros((0, 0), dtype=DT.get_default_dtype()))
+    lib = B.namespace(*[m._data for m in mats])
     dt = _result_dtype([m.dtype for m in mats])
     mats = [m if m.dtype == dt else cast(m, dt) for m in mats]
     total = sum(m.shape[1] for m in mats)
@@ -657,10 +661,10 @@ def block_diag(*tensors):
         r, c = m.shape
         parts = []
         if left:
-            parts.append(Tensor._make(xp.zeros((r, left), dtype=dt)))
+            parts.append(Tensor._make(lib.zeros((r, left), dtype=dt)))
         parts.append(m)
         if total - left - c:
-            parts.append(Tensor._make(xp.zeros((r, total - left - c), dtype=dt)))
+            parts.append(Tensor._make(lib.zeros((r, total - left - c), dtype=dt)))
         rows.append(cat(parts, 1) if len(parts) > 1 else m)
         left += c
     return cat(rows, 0)
@@ -690,21 +694,22 @@ def adjoint(input):  # noqa: A002
     return transpose(x, -2, -1)
 
 
-def _tri_indices(what, row, col, offset, upper):
+def _tri_indices(what, row, col, offset, upper, device=None):
     for nm, v in (("row", row), ("col", col)):
         if not isinstance(v, int) or v < 0:
             raise RuntimeError(f"{what}: {nm} must be a non-negative int, got {v!r}")
+    xp = B.namespace_of_device(device)
     r, c = (xp.triu_indices if upper else xp.tril_indices)(row, offset, col)
     return Tensor._make(xp.stack([r, c]).astype(DT.int64))
 
 
 def tril_indices(row, col, offset=0, *, dtype=None, device=None):
-    out = _tri_indices("tril_indices", row, col, offset, False)
+    out = _tri_indices("tril_indices", row, col, offset, False, device)
     return out if dtype is None else out.to(dtype)
 
 
 def triu_indices(row, col, offset=0, *, dtype=None, device=None):
-    out = _tri_indices("triu_indices", row, col, offset, True)
+    out = _tri_indices("triu_indices", row, col, offset, True, device)
     return out if dtype is None else out.to(dtype)
 
 
@@ -714,10 +719,12 @@ def unravel_index(indices, shape):
         raise TypeError(f"unravel_index: indices must be an integer tensor, got dtype {idx.dtype}")
     shape = tuple(int(s) for s in ((shape,) if isinstance(shape, int) else shape))
     total = int(xp.prod(shape)) if shape else 1
-    if idx.size and (idx.min() < -total or idx.max() >= total):
+    on_host = idx.__class__ is xp.ndarray   # (the range check reads values: the CPU path only)
+    if on_host and idx.size and (idx.min() < -total or idx.max() >= total):
         raise RuntimeError(f"unravel_index: index out of bounds for shape {shape} ({total} elements)")
-    res = xp.unravel_index(idx % max(total, 1), shape)
-    return tuple(Tensor._make(xp.asarray(r).astype(DT.int64)) for r in res)
+    lib = B.namespace(idx)
+    res = lib.unravel_index(idx % max(total, 1), shape)
+    return tuple(Tensor._make(lib.asarray(r).astype(DT.int64)) for r in res)
 
 
 def broadcast_shapes(*shapes):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as _np
 
 from varlens.core import grad_mode as _gm
+from varlens.core import array as B
 from varlens.core.array import xp
 from varlens.core.dtypes import to_dtype as _to_dtype
 from varlens.core.grad_mode import _enabled
@@ -23,8 +24,9 @@ from varlens.ops.creation import multinomial as _multinomial
 from varlens.ops.pointwise import abs as _abs_op, add as _add_op, cast as _cast_op, clamp as _clamp_op, clone as _clone_op, cos as _cos_op, div as _div_op, exp as _exp_op, log as _log_op, mul as _mul_op, neg as _neg_op, pow as _pow_op, sigmoid as _sigmoid_op, sin as _sin_op, sqrt as _sqrt_op, sub as _sub_op, tanh as _tanh_op
 from varlens.ops.activation import relu as _relu_op
 from varlens.ops.index import getitem as _getitem_op, index_key as _index_key_op, setitem as _setitem_op
+from varlens.ops.index import _key_to, _ns
 from varlens.ops.shape import permute as _permute_op, reshape as _reshape_op
-from varlens.random import _gen
+from varlens.random import generator_for
 from varlens.ops import compare as _compare
 from varlens.ops._args import _tensor
 from varlens.ops.creation import bernoulli
@@ -68,37 +70,45 @@ def _binary_inplace(self, op, ufunc, other):
         o, org = other, False
 
     def _arr(a):
-        if not a.flags.writeable:
+        if not getattr(a.flags, "writeable", True):
             raise RuntimeError(f"{op.__name__}_: this tensor is a read-only broadcast view (from "
                                "expand/broadcast_to) and cannot be changed in place; clone() it first")
         try:
-            ufunc(a, o, out=a, casting="same_kind")
+            (getattr(_ns(a), ufunc) if a.__class__ is not xp.ndarray else getattr(xp, ufunc))(
+                a, o, out=a, casting="same_kind")
         except ValueError:
             raise RuntimeError(f"{op.__name__}_: the value of shape {tuple(getattr(o, 'shape', ()))} "
                                f"cannot be broadcast to the tensor's shape {tuple(a.shape)}") from None
         except TypeError as e:  # numpy's UFuncTypeError: e.g. int tensor += float
+            _check_same_device(a, o)
             raise RuntimeError(f"{op.__name__}_: result type cannot be stored in this {a.dtype} "
                                f"tensor in place ({e})") from None
     return _inplace(self, lambda: op(self, other), _arr, org)
 
+def _check_same_device(a, o):
+    """torch's error for an in-place op between a CPU and a CUDA tensor (a 0-d CPU value is fine)."""
+    if B.is_array(o) and o.__class__ is not a.__class__ and (o.ndim or B.is_device_array(o)):
+        raise B.mixed_devices(B.namespace(a), B.namespace(o)) from None
+
+
 def add_(self, other, *, alpha=1):
     if alpha != 1:
         other = other * alpha
-    return _binary_inplace(self, _add_op, xp.add, other)
+    return _binary_inplace(self, _add_op, "add", other)
 
 def sub_(self, other, *, alpha=1):
     if alpha != 1:
         other = other * alpha
-    return _binary_inplace(self, _sub_op, xp.subtract, other)
+    return _binary_inplace(self, _sub_op, "subtract", other)
 
 def mul_(self, other):
-    return _binary_inplace(self, _mul_op, xp.multiply, other)
+    return _binary_inplace(self, _mul_op, "multiply", other)
 
 def div_(self, other):
-    return _binary_inplace(self, _div_op, xp.true_divide, other)
+    return _binary_inplace(self, _div_op, "true_divide", other)
 
 def pow_(self, other):
-    return _binary_inplace(self, _pow_op, xp.power, other)
+    return _binary_inplace(self, _pow_op, "power", other)
 
 
 def addcmul_(self, t1, t2, value=1):
@@ -112,64 +122,77 @@ def lerp_(self, end, weight):
 
 def _unary_(self, name, ufunc):
     fn = _UNARY[name]
-    return _inplace(self, lambda: fn(self), lambda a: ufunc(a, out=a))
+    return _inplace(self, lambda: fn(self), lambda a: getattr(_ns(a), ufunc)(a, out=a))
 
 def exp_(self):
-    return _unary_(self, "exp", xp.exp)
+    return _unary_(self, "exp", "exp")
 
 def log_(self):
-    return _unary_(self, "log", xp.log)
+    return _unary_(self, "log", "log")
 
 def sqrt_(self):
-    return _unary_(self, "sqrt", xp.sqrt)
+    return _unary_(self, "sqrt", "sqrt")
 
 def abs_(self):
-    return _unary_(self, "abs", xp.abs)
+    return _unary_(self, "abs", "abs")
 
 def neg_(self):
-    return _unary_(self, "neg", xp.negative)
+    return _unary_(self, "neg", "negative")
 
 def tanh_(self):
-    return _unary_(self, "tanh", xp.tanh)
+    return _unary_(self, "tanh", "tanh")
 
 def sin_(self):
-    return _unary_(self, "sin", xp.sin)
+    return _unary_(self, "sin", "sin")
 
 def cos_(self):
-    return _unary_(self, "cos", xp.cos)
+    return _unary_(self, "cos", "cos")
 
 def relu_(self):
-    return _inplace(self, lambda: _relu_op(self), lambda a: xp.maximum(a, 0, out=a))
+    return _inplace(self, lambda: _relu_op(self), lambda a: _ns(a).maximum(a, 0, out=a))
 
 def sigmoid_(self):
     def f(a):
-        a[...] = 1.0 / (1.0 + xp.exp(-a))
+        a[...] = 1.0 / (1.0 + _ns(a).exp(-a))
     return _inplace(self, lambda: _sigmoid_op(self), f)
 
 def clamp_(self, min=None, max=None):  # noqa: A002
     return _inplace(self, lambda: _clamp_op(self, min, max),
-                         lambda a: xp.clip(a, min, max, out=a))
+                         lambda a: _ns(a).clip(a, min, max, out=a))
 
 
 def zero_(self):
     return _inplace(self, lambda: _mul_op(self, 0), lambda a: a.fill(0))
 
 def fill_(self, value):
+    if isinstance(value, Tensor) and value._data.__class__ is not xp.ndarray:  # a CUDA value: no host read
+        v = value
+
+        def _fill(a):
+            a[...] = B.to_namespace(value._data, _ns(a))
+        return _inplace(self, lambda: _add_op(_mul_op(self, 0), v), _fill)
     v = value.item() if isinstance(value, Tensor) else value
     return _inplace(self, lambda: _add_op(_mul_op(self, 0), v), lambda a: a.fill(v))
 
 def copy_(self, src):
     s = src._data if isinstance(src, Tensor) else xp.asarray(src)
+    cross = s.__class__ is not self._data.__class__   # a copy between devices (host <-> device)
     if s.shape != self._data.shape:
         try:
-            xp.broadcast_to(s, self._data.shape)
+            if xp.broadcast_shapes(s.shape, self._data.shape) != self._data.shape:
+                raise ValueError
         except ValueError:
             raise RuntimeError(f"copy_: source of shape {tuple(s.shape)} cannot be broadcast to "
                                f"{tuple(self._data.shape)}") from None
     src_rg = isinstance(src, Tensor) and src._rg
     if _enabled[0] and (self._rg or src_rg):
         srct = src if isinstance(src, Tensor) else Tensor._make(s)
+        if cross:
+            srct = srct.to(self.device)
         return _inplace(self, lambda: _add_op(_mul_op(self, 0), srct).to(self._data.dtype), None, True)
+
+    if cross:
+        s = B.to_namespace(s, _ns(self._data))   # host -> device, or device -> host (a sync)
 
     def _copy(a):
         a[...] = s
@@ -183,20 +206,21 @@ def _random_(self, sampler):
         return _inplace(self, None, _fill)
 
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
-    g = _gen(generator)
+    g = generator_for(_ns(self._data), generator)
     return _random_(self, lambda s: g.normal(mean, std, s))
 
 def uniform_(self, a=0.0, b=1.0, *, generator=None):
-    g = _gen(generator)
+    g = generator_for(_ns(self._data), generator)
     return _random_(self, lambda s: g.uniform(a, b, s))
 
 def bernoulli_(self, p=0.5, *, generator=None):
-    g = _gen(generator)
+    g = generator_for(_ns(self._data), generator)
     return _random_(self, lambda s: g.random(s) < p)
 
 def apply_(self, callable):  # noqa: A002
     """Replace every element x by callable(x) (Python numbers in and out), in place; as
     torch, slow and outside autograd."""
+    _cpu_only(self, "apply_")
     if self._rg and _enabled[0]:
         raise RuntimeError("apply_(): can't be used on a tensor that requires grad (it is not recorded "
                            "for autograd); use it under varlens.no_grad() or on a detached tensor")
@@ -208,6 +232,7 @@ def apply_(self, callable):  # noqa: A002
 
 def map_(self, tensor, callable):  # noqa: A002
     """self[i] = callable(self[i], tensor[i]) for every element (tensor broadcast to self), in place."""
+    _cpu_only(self, "map_")
     if self._rg and _enabled[0]:
         raise RuntimeError("map_(): can't be used on a tensor that requires grad (it is not recorded "
                            "for autograd)")
@@ -223,6 +248,12 @@ def map_(self, tensor, callable):  # noqa: A002
     with _gm.no_grad():
         return _inplace(self, None, f)
 
+def _cpu_only(t, what):
+    if t._data.__class__ is not xp.ndarray:
+        raise TypeError(f"{what} is only implemented on CPU tensors (it calls a Python function per "
+                        "element); move the tensor with .cpu() first")
+
+
 def tensor_multinomial(self, num_samples, replacement=False, *, generator=None):
     """Category indices drawn with these weights (varlens.multinomial)."""
     return _multinomial(self, num_samples, replacement, generator=generator)
@@ -230,6 +261,13 @@ def tensor_multinomial(self, num_samples, replacement=False, *, generator=None):
 def __setitem__(self, key, value):
     key = _index_key_op(key)
     v = value._data if isinstance(value, Tensor) else value
+    if self._data.__class__ is not xp.ndarray:   # a CUDA tensor: index arrays and plain values to the device
+        lib = _ns(self._data)
+        key = _key_to(key, lib)
+        if not isinstance(value, Tensor) and not isinstance(value, (int, float, bool)):
+            v = value = lib.asarray(B.to_host(value) if B.is_array(value) else value, dtype=self._data.dtype)
+        elif isinstance(value, Tensor):
+            _check_same_device(self._data, v)
     if (self._rg or (isinstance(value, Tensor) and value._rg)) and _enabled[0]:
         return _inplace(self, lambda: _setitem_op(self, key, value), None, True)
 
@@ -250,7 +288,7 @@ def tensor_contiguous(self, memory_format=None):
         return self
     out = _clone_op(self)      # Clone copies in C order
     if not out._data.flags.c_contiguous:
-        out._data = xp.ascontiguousarray(out._data)
+        out._data = _ns(out._data).ascontiguousarray(out._data)
     return out
 
 def tensor_clone(self, *, memory_format=None):
@@ -366,7 +404,7 @@ def _inplace_from(name, fn):
             any(isinstance(v, Tensor) and v._rg for v in kwargs.values())
 
         def arr(a):
-            if not a.flags.writeable:
+            if not getattr(a.flags, "writeable", True):
                 raise RuntimeError(f"{name}_: this tensor is a read-only view and cannot be changed in "
                                    "place; clone() it first")
             with _gm.no_grad():
@@ -397,7 +435,8 @@ def _reshaping_inplace(name, fn):
 
 def _random_fill(kind):
     def method(self, *args, generator=None):
-        g = _gen(generator)
+        xp = _ns(self._data)
+        g = generator_for(xp, generator)
         if kind == "exponential":
             lam = args[0] if args else 1.0
             return _random_(self, lambda s: -xp.log1p(-g.random(s)) / lam)
@@ -451,12 +490,13 @@ def _float_power_(self, exponent):
 def _bernoulli_method(self, p=None, *, generator=None):
     if p is None:
         return bernoulli(self, generator=generator)
-    return Tensor._make((_gen(generator).random(tuple(self.shape)) < p).astype(self.dtype))
+    return Tensor._make((generator_for(_ns(self._data), generator).random(tuple(self.shape)) < p).astype(self.dtype))
 
 
 def _rand_fill(kind):
     def method(self, *args, generator=None):
-        g = _gen(generator)
+        xp = _ns(self._data)
+        g = generator_for(xp, generator)
         if kind == "cauchy":
             med, sig = (list(args) + [0.0, 1.0][len(args):])[:2]
             return _random_(self, lambda s: med + sig * xp.tan(math.pi * (g.random(s) - 0.5)))

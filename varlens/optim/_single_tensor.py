@@ -16,7 +16,6 @@ coupled ``weight_decay`` adds ``wd * p``), m and v are Adam's running averages (
 """
 from __future__ import annotations
 
-from varlens.core import array as B
 from varlens.optim.optimizer import Optimizer, _check_adam_group, _zeros_state
 
 
@@ -41,7 +40,7 @@ def _grad(p, maximize, wd=0.0, decoupled=False, lr=0.0):
 def _second_moment_(v, g, beta2):
     """v <- beta2 v + (1 - beta2) g^2 in place, rounded as PyTorch's addcmul ((value g) g)."""
     v *= beta2
-    tmp = B.xp.multiply(g, 1 - beta2)
+    tmp = g * (1 - beta2)
     tmp *= g
     v += tmp
     return v

@@ -12,10 +12,9 @@ has no second running average.
 """
 from __future__ import annotations
 
-from varlens.core import array as B
 from varlens.ops.kernels import optim as _KO
 from varlens.optim.optimizer import (Optimizer, _check_range, _new_step, _no_differentiable,
-                                     _step_count)
+                                     _step_count, _xp)
 from varlens.core.tensor import Tensor
 
 __all__ = ["Adadelta"]
@@ -39,7 +38,6 @@ class Adadelta(Optimizer):
 
     def step(self, closure=None):
         loss = self._closure(closure)
-        sqrt = B.xp.sqrt
         for group in self.param_groups:
             lr, rho, eps, wd = group["lr"], group["rho"], group["eps"], group["weight_decay"]
             maximize = group["maximize"]
@@ -47,11 +45,12 @@ class Adadelta(Optimizer):
                 if p.grad is None:
                     continue
                 w = p._data
+                xp = _xp(w)
                 st = self.state[p]
                 if not st:
                     st["step"] = _new_step()
-                    st["square_avg"] = Tensor._make(B.xp.zeros_like(w))
-                    st["acc_delta"] = Tensor._make(B.xp.zeros_like(w))
+                    st["square_avg"] = Tensor._make(xp.zeros_like(w))
+                    st["acc_delta"] = Tensor._make(xp.zeros_like(w))
                 _step_count(st)
                 g = p.grad._data
                 if maximize:
@@ -65,8 +64,8 @@ class Adadelta(Optimizer):
                     continue
                 sq *= rho
                 sq += (1 - rho) * g * g
-                std = sqrt(sq + eps)
-                delta = sqrt(acc + eps)
+                std = xp.sqrt(sq + eps)
+                delta = xp.sqrt(acc + eps)
                 delta /= std
                 delta *= g
                 acc *= rho

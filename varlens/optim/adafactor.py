@@ -9,10 +9,9 @@ times ``g / sqrt(V)`` clipped to RMS at most ``d``; weight decay is decoupled, `
 """
 from __future__ import annotations
 
-from varlens.core import array as B
 from varlens.core.tensor import Tensor
 from varlens.optim._single_tensor import _betas
-from varlens.optim.optimizer import Optimizer, _check_range, _lerp_, _zeros_state
+from varlens.optim.optimizer import Optimizer, _check_range, _lerp_, _xp, _zeros_state
 
 
 class Adafactor(Optimizer):
@@ -41,19 +40,20 @@ class Adafactor(Optimizer):
 
     def _init_param_state(self, st, w, group):
         if w.ndim > 1:
-            st["row_var"] = Tensor._make(B.xp.zeros(w.shape[:-1] + (1,), dtype=w.dtype))
-            st["col_var"] = Tensor._make(B.xp.zeros(w.shape[:-2] + (1, w.shape[-1]), dtype=w.dtype))
+            xp = _xp(w)
+            st["row_var"] = Tensor._make(xp.zeros(w.shape[:-1] + (1,), dtype=w.dtype))
+            st["col_var"] = Tensor._make(xp.zeros(w.shape[:-2] + (1, w.shape[-1]), dtype=w.dtype))
         else:
             _zeros_state(st, w, "variance")
 
     def step(self, closure=None):
         loss = self._closure(closure)
-        xp = B.xp
         for group in self.param_groups:
             lr, decay, (eps1, eps2) = group["lr"], group["beta2_decay"], group["eps"]
             clip, wd, maximize = group["d"], group["weight_decay"], group["maximize"]
             for p, st, t in self._params_with_grad(group):
                 w = p._data
+                xp = _xp(w)    # alpha and the clipping read two norms on the host, as PyTorch's
                 e1 = float(xp.finfo(w.dtype).eps) if eps1 is None else eps1
                 g = p.grad._data
                 if maximize:

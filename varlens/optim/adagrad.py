@@ -9,9 +9,8 @@ them; the sum keeps growing so the steps keep shrinking).  The update, as PyTorc
 """
 from __future__ import annotations
 
-from varlens.core import array as B
 from varlens.optim.optimizer import (Optimizer, _check_range, _new_step, _no_differentiable,
-                                     _step_count)
+                                     _step_count, _xp)
 from varlens.core.tensor import Tensor
 
 __all__ = ["Adagrad"]
@@ -43,7 +42,7 @@ class Adagrad(Optimizer):
             st = self.state[p]
             if not st:
                 st["step"] = _new_step()
-                st["sum"] = Tensor._make(B.xp.full_like(p._data, v))
+                st["sum"] = Tensor._make(_xp(p._data).full_like(p._data, v))
 
     def _validate_group(self, group):
         super()._validate_group(group)
@@ -54,7 +53,6 @@ class Adagrad(Optimizer):
 
     def step(self, closure=None):
         loss = self._closure(closure)
-        sqrt = B.xp.sqrt
         for group in self.param_groups:
             lr, lr_decay, wd, eps = group["lr"], group["lr_decay"], group["weight_decay"], group["eps"]
             maximize = group["maximize"]
@@ -74,7 +72,7 @@ class Adagrad(Optimizer):
                 clr = lr / (1 + (t - 1) * lr_decay)
                 s = st["sum"]._data
                 s += g * g
-                std = sqrt(s)
+                std = _xp(s).sqrt(s)
                 std += eps
                 w -= clr * g / std
                 p._version[0] += 1

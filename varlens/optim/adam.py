@@ -18,9 +18,8 @@ denominator); AdamW decouples it (seed 003 eq. 4.2.5): ``p <- (1 - lr wd) p`` fi
 """
 from __future__ import annotations
 
-from varlens.core import array as B
 from varlens.optim.optimizer import (Optimizer, _check_adam_group, _lerp_, _new_step,
-                                     _no_differentiable, _step_count)
+                                     _no_differentiable, _step_count, _xp)
 from varlens.core.tensor import Tensor
 
 __all__ = ["Adam"]
@@ -50,7 +49,6 @@ class Adam(Optimizer):
 
     def step(self, closure=None):
         loss = self._closure(closure)
-        xp = B.xp
         for group in self.param_groups:
             lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
             wd, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
@@ -59,6 +57,7 @@ class Adam(Optimizer):
                 if p.grad is None:
                     continue
                 w = p._data
+                xp = _xp(w)        # the parameter's device: state and scratch live there
                 st = self.state[p]
                 if not st:
                     st["step"] = _new_step()

@@ -6,9 +6,8 @@ an infinity norm, ``u <- max(beta2 u, |g| + eps)``, ``p -= lr / (1 - beta1^t) * 
 """
 from __future__ import annotations
 
-from varlens.core import array as B
 from varlens.optim._single_tensor import _AdamFamily, _betas, _grad
-from varlens.optim.optimizer import _lerp_, _no_differentiable
+from varlens.optim.optimizer import _lerp_, _no_differentiable, _xp
 
 
 class Adamax(_AdamFamily):
@@ -26,7 +25,6 @@ class Adamax(_AdamFamily):
 
     def step(self, closure=None):
         loss = self._closure(closure)
-        xp = B.xp
         for group in self.param_groups:
             lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
             wd, maximize = group["weight_decay"], group["maximize"]
@@ -35,9 +33,9 @@ class Adamax(_AdamFamily):
                 m = _lerp_(st["exp_avg"]._data, g, 1 - beta1)
                 u = st["exp_inf"]._data
                 u *= beta2
-                a = xp.abs(g)
+                a = abs(g)
                 a += eps
-                xp.maximum(u, a, out=u)
+                _xp(u).maximum(u, a, out=u)
                 clr = lr / (1 - beta1 ** t)
                 p._data += (-clr) * (m / u)
                 p._version[0] += 1

@@ -28,7 +28,7 @@ import math
 
 from varlens.core import array as B
 from varlens.core import grad_mode as _gm
-from varlens.optim.optimizer import Optimizer, _check_range
+from varlens.optim.optimizer import Optimizer, _check_range, _xp
 from varlens.core.tensor import Tensor
 
 __all__ = ["LBFGS"]
@@ -57,7 +57,7 @@ def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
     ``evaluate(t)`` returns (loss, flat gradient) at x + t d and leaves x unchanged.
     Returns (loss, gradient, t, number of evaluations) at the accepted step.
     """
-    xp = B.xp
+    xp = _xp(d)
     d_norm = float(xp.abs(d).max())
     f_new, g_new = evaluate(t)
     evals = 1
@@ -163,7 +163,7 @@ class LBFGS(Optimizer):
 
     # ---------------------------------------------------------------- flat views
     def _flat_grad(self):
-        xp = B.xp
+        xp = _xp(self._params[0]._data)
         parts = [xp.zeros(p._data.size, dtype=p._data.dtype) if p.grad is None
                  else p.grad._data.reshape(-1) for p in self._params]
         return xp.concatenate(parts)
@@ -186,7 +186,9 @@ class LBFGS(Optimizer):
         if closure is None or not callable(closure):
             raise TypeError("LBFGS.step: closure must be a callable that re-evaluates the model "
                             f"and returns the loss, got {type(closure).__name__}")
-        xp = B.xp
+        # on a device the line search and the two-loop recursion read scalars on the host
+        # (float(g.dot(d)), the stopping tests) as PyTorch's LBFGS does with .item()
+        xp = _xp(self._params[0]._data)
         group = self.param_groups[0]
         lr = group["lr"]
         max_iter, max_eval = group["max_iter"], group["max_eval"]

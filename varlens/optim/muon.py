@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import math
 
-from varlens.core import array as B
-from varlens.optim.optimizer import Optimizer, _lerp_, _zeros_state
+from varlens.optim.optimizer import Optimizer, _lerp_, _xp, _zeros_state
 
 
 _NS_COEFFS = (3.4445, -4.775, 2.0315)
@@ -23,7 +22,7 @@ _NS_COEFFS = (3.4445, -4.775, 2.0315)
 def _bf16(x):
     """Round float32 values to the nearest bfloat16 (ties to even), kept as float32: the
     top 16 bits of the float32 pattern after adding half of the dropped part."""
-    xp = B.xp
+    xp = _xp(x)
     bits = xp.ascontiguousarray(x, dtype=xp.float32).view(xp.uint32).astype(xp.uint64)
     bits += ((bits >> 16) & 1) + 0x7FFF
     return (bits & 0xFFFF0000).astype(xp.uint32).view(xp.float32)
@@ -40,7 +39,7 @@ def _orthogonalize(G, coeffs, steps, eps):
     As PyTorch, in bfloat16: every result is rounded to bfloat16, products accumulate in
     float32 (``_bf16`` emulates the rounding, as NumPy has no bfloat16 type).
     """
-    xp = B.xp
+    xp = _xp(G)
     a, b, c = (xp.float32(v) for v in coeffs)
     X = _bf16(G)
     if X.shape[0] > X.shape[1]:

@@ -14,7 +14,7 @@ from varlens.core import array as B
 from varlens.core import dtypes as DT
 from varlens.core.tensor import Tensor
 from varlens.optim._single_tensor import _AdamFamily, _betas, _grad, _second_moment_
-from varlens.optim.optimizer import _check_range, _lerp_, _no_differentiable
+from varlens.optim.optimizer import _check_range, _lerp_, _no_differentiable, _xp
 
 
 class NAdam(_AdamFamily):
@@ -42,7 +42,6 @@ class NAdam(_AdamFamily):
 
     def step(self, closure=None):
         loss = self._closure(closure)
-        xp = B.xp
         for group in self.param_groups:
             lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
             wd, psi = group["weight_decay"], group["momentum_decay"]
@@ -56,7 +55,7 @@ class NAdam(_AdamFamily):
                 prod_t = float(prod)
                 m = _lerp_(st["exp_avg"]._data, g, 1 - beta1)
                 v = _second_moment_(st["exp_avg_sq"]._data, g, beta2)
-                denom = xp.sqrt(v / (1 - beta2 ** t))
+                denom = _xp(v).sqrt(v / (1 - beta2 ** t))
                 denom += eps
                 w = p._data
                 w += (-lr * (1.0 - mu) / (1.0 - prod_t)) * (g / denom)

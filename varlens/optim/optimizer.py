@@ -4,8 +4,9 @@ An optimiser holds ``param_groups`` (a list of dicts: ``'params'`` plus that gro
 hyperparameters, filled from ``defaults``) and ``state`` (a dict keyed by parameter holding
 whatever the method keeps per weight: momentum buffers, running averages, step counts).
 
-Updates run on the raw arrays (``p._data``) with in-place NumPy operations, outside the
-autograd graph, and bump each parameter's version counter so a backward that saved the old
+Updates run on the raw arrays (``p._data``) with in-place operations of the parameter's array
+library (NumPy, or the CUDA device's: state arrays live on the parameter's device, and a step
+reads no device value on the host), outside the autograd graph, and bump each parameter's version counter so a backward that saved the old
 value refuses to run (as PyTorch does).  ``state_dict()`` uses PyTorch's layout: state keyed
 by the parameter's integer position (counted across groups in order), groups with their
 ``'params'`` given as lists of those positions.
@@ -354,7 +355,8 @@ class Optimizer:
             entry = {}
             for key, val in v.items():
                 if key == "step":
-                    entry[key] = _copy_value(val)
+                    entry[key] = (Tensor._make(B.to_host(val._data).copy()) if isinstance(val, Tensor)
+                                  else copy.deepcopy(val))   # counts live on the host (_new_step)
                 elif isinstance(val, Tensor):
                     # 0-d entries are per-parameter scalars (NAdam's mu_product, ASGD's eta);
                     # like PyTorch they are cast to the parameter's dtype on load
@@ -365,6 +367,9 @@ class Optimizer:
                                          f"{tuple(p._data.shape)}")
                     arr = val._data.astype(p._data.dtype, copy=True) \
                         if val._data.dtype.kind == "f" else val._data.copy()
+                    # to the parameter's device, as PyTorch; 0-d per-parameter scalars (step
+                    # counts, NAdam's mu_product, ASGD's eta) live on the host, read without a sync
+                    arr = B.to_namespace(arr, _xp(p._data)) if arr.ndim else B.to_host(arr)
                     entry[key] = Tensor._make(arr)
                 else:
                     entry[key] = copy.deepcopy(val)
@@ -463,8 +468,14 @@ def _lerp_(a, b, w):
     else:
         t = b - a
         t *= (1.0 - w)
-        B.xp.subtract(b, t, out=a)
+        _xp(a).subtract(b, t, out=a)
     return a
+
+
+def _xp(a):
+    """The array library of ``a`` (NumPy for host arrays, the device's for CUDA arrays): the
+    updates compute with it, so state and temporaries stay on the parameter's device."""
+    return B.xp if a.__class__ is B.ndarray else B.namespace(a)
 
 
 def _step_count(state):
@@ -475,10 +486,13 @@ def _step_count(state):
 
 
 def _new_step():
+    """A parameter's step counter: a float32 0-d tensor on the host, whatever the parameter's
+    device (PyTorch keeps ``state['step']`` on the CPU unless ``capturable``/``fused``), so
+    reading it is never a device synchronisation."""
     return Tensor._make(B.xp.zeros((), dtype=DT.float32))
 
 
 def _zeros_state(st, w, *keys):
     """``st[key] = zeros like w`` for each key, in order (the order PyTorch's state has)."""
     for k in keys:
-        st[k] = Tensor._make(B.xp.zeros_like(w))
+        st[k] = Tensor._make(_xp(w).zeros_like(w))

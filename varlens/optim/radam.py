@@ -9,9 +9,8 @@ momentum SGD with bias-corrected m; afterwards it is Adam's step times the recti
 """
 from __future__ import annotations
 
-from varlens.core import array as B
 from varlens.optim._single_tensor import _AdamFamily, _betas, _grad, _second_moment_
-from varlens.optim.optimizer import _lerp_, _no_differentiable
+from varlens.optim.optimizer import _lerp_, _no_differentiable, _xp
 
 
 class RAdam(_AdamFamily):
@@ -30,7 +29,6 @@ class RAdam(_AdamFamily):
 
     def step(self, closure=None):
         loss = self._closure(closure)
-        xp = B.xp
         for group in self.param_groups:
             lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
             wd, decoupled, maximize = (group["weight_decay"], group["decoupled_weight_decay"],
@@ -48,7 +46,7 @@ class RAdam(_AdamFamily):
                 if rho_t > 5.0:
                     rect = ((rho_t - 4) * (rho_t - 2) * rho_inf
                             / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
-                    root = xp.sqrt(v)
+                    root = _xp(v).sqrt(v)
                     root += eps
                     upd *= (bc2 ** 0.5) / root
                     upd *= rect

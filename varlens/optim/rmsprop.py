@@ -16,9 +16,8 @@ calls "Adadelta" (G = r, gamma = alpha).
 """
 from __future__ import annotations
 
-from varlens.core import array as B
 from varlens.optim.optimizer import (Optimizer, _check_range, _lerp_, _new_step,
-                                     _no_differentiable, _step_count)
+                                     _no_differentiable, _step_count, _xp)
 from varlens.core.tensor import Tensor
 
 __all__ = ["RMSprop"]
@@ -52,17 +51,17 @@ class RMSprop(Optimizer):
 
     def step(self, closure=None):
         loss = self._closure(closure)
-        xp = B.xp
         for group in self.param_groups:
             lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
             wd, mu, centered = group["weight_decay"], group["momentum"], group["centered"]
             maximize, bc = group["maximize"], group.get("bias_correction", False)
             inside = group.get("eps_inside_sqrt", False)
-            root = (lambda a: xp.sqrt(a + eps)) if inside else xp.sqrt
             for p in group["params"]:
                 if p.grad is None:
                     continue
                 w = p._data
+                xp = _xp(w)
+                root = (lambda a: xp.sqrt(a + eps)) if inside else xp.sqrt
                 st = self.state[p]
                 if not st:
                     st["step"] = _new_step()

@@ -7,10 +7,9 @@ that step then skipped), clipped to ``step_sizes``; ``p -= sign(g) * step_size``
 """
 from __future__ import annotations
 
-from varlens.core import array as B
 from varlens.core.tensor import Tensor
 from varlens.optim._single_tensor import _betas, _grad
-from varlens.optim.optimizer import Optimizer, _check_range, _no_differentiable, _zeros_state
+from varlens.optim.optimizer import Optimizer, _check_range, _no_differentiable, _xp, _zeros_state
 
 
 class Rprop(Optimizer):
@@ -39,17 +38,17 @@ class Rprop(Optimizer):
 
     def _init_param_state(self, st, w, group):
         _zeros_state(st, w, "prev")
-        st["step_size"] = Tensor._make(B.xp.full_like(w, group["lr"]))
+        st["step_size"] = Tensor._make(_xp(w).full_like(w, group["lr"]))
 
     def step(self, closure=None):
         loss = self._closure(closure)
-        xp = B.xp
         for group in self.param_groups:
             (etaminus, etaplus), (smin, smax) = group["etas"], group["step_sizes"]
             maximize = group["maximize"]
             for p, st, _ in self._params_with_grad(group):
                 g = _grad(p, maximize)
                 prev = st["prev"]._data
+                xp = _xp(prev)
                 size = st["step_size"]._data
                 s = xp.sign(g * prev)
                 factor = xp.where(s > 0, etaplus, xp.where(s < 0, etaminus, 1.0)).astype(

@@ -12,10 +12,17 @@ def _arr(x):
 
 def correct_count(output, target):
     """Number of rows whose arg-max class equals the integer target; None if not a classification."""
+    c = correct_count_array(output, target)
+    return None if c is None else int(c)
+
+
+def correct_count_array(output, target):
+    """``correct_count`` as a 0-d array on the output's device (no host read); None if not a
+    classification."""
     out, tgt = _arr(output), _arr(target)
     if out.ndim != 2 or tgt.ndim != 1 or tgt.dtype.kind not in "iu" or len(out) != len(tgt):
         return None
-    return int((out.argmax(axis=1) == tgt).sum())
+    return (out.argmax(axis=1) == tgt).sum()
 
 
 def accuracy(output, target):
@@ -42,6 +49,15 @@ class Average:
         if correct is not None:
             self.correct += correct
             self.n_acc += batch_size
+
+    def add(self, loss_sum, n, correct=None, n_acc=0):
+        """Add sums made elsewhere (the Trainer's device tally): sum of loss x batch size over
+        ``n`` samples, and ``correct`` of ``n_acc`` classified rows."""
+        self.loss_sum += float(loss_sum)
+        self.n += n
+        if correct is not None and n_acc:
+            self.correct += int(correct)
+            self.n_acc += n_acc
 
     @property
     def loss(self):

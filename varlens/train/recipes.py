@@ -242,8 +242,10 @@ def build_scheduler(cfg, optimizer):
     return S.ReduceLROnPlateau(optimizer, mode="min", factor=0.1, patience=2)
 
 
-def build_run(cfg, standardizer_state=None):
-    """Seed everything and build (model, optimizer, scheduler, loss, loaders, standardizer)."""
+def build_run(cfg, standardizer_state=None, device=None):
+    """Seed everything and build (model, optimizer, scheduler, loss, loaders, standardizer).
+    ``device`` ("cuda", "cpu" or None): the model is moved there before the optimiser is made
+    (the loaders stay on the host; the Trainer moves each batch)."""
     import varlens as vl
     from varlens import nn
     check_config(cfg)
@@ -251,6 +253,8 @@ def build_run(cfg, standardizer_state=None):
     arrays, st, ncls = load_arrays(cfg, standardizer_state)
     loaders = build_loaders(cfg, arrays, st)
     model = build_model(cfg, int(np.prod(arrays[0][0].shape[1:])), ncls)
+    if device is not None:
+        model.to(device)
     opt = build_optimizer(cfg, model)
     sched = build_scheduler(cfg, opt)
     loss = nn.CrossEntropyLoss(label_smoothing=float(cfg.get("label_smoothing") or 0.0))

@@ -10,6 +10,13 @@ generators, and a checkpoint holds everything that changes (weights, optimiser, 
 counters, data order, RNG states), so a run resumed from one continues exactly as if it
 had never stopped.  A NaN or Inf loss stops the run before it touches the weights, naming
 the step; the checkpoints written before it stay as they are.
+
+On the CUDA device (``device="cuda"``, or a model already there) the model, the batches and
+the loss stay on the device and a step reads nothing on the host: the loss, accuracy count
+and NaN/Inf checks of each step are kept on the device (``_DeviceTally``) and read in one
+copy every ``log_interval`` optimiser steps and at the end of an epoch.  A NaN/Inf loss or
+gradient is then reported at that read, naming the step and parameter where it first
+appeared, and the steps after it (at most ``log_interval``) have already been taken.
 """
 from __future__ import annotations
 
@@ -19,13 +26,17 @@ import os
 import sys
 import time
 
+import numpy as np
+
 from varlens.autograd import no_grad
+from varlens.core import array as B
+from varlens.core.tensor import Tensor
 from varlens.nn.utils import clip_grad_norm_
 from varlens.optim.lr_scheduler import ReduceLROnPlateau
 from varlens.train import checkpoint as ckpt
 from varlens.train import distributed as _dist  # under mpiexec: rank 0 logs, DDP (train/distributed.py)
 from varlens.train.callbacks import EarlyStopping, JSONLinesLogger
-from varlens.train.metrics import Average, correct_count
+from varlens.train.metrics import Average, correct_count, correct_count_array
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -60,19 +71,30 @@ class Trainer:
       config: JSON-safe dict saved in each checkpoint (how to rebuild the run).
       check_finite_grads: refuse an optimiser step whose gradients hold NaN or Inf, raising
         NonFiniteGradientError naming the parameter (default True; the loss is always checked).
+      device: move the model (and its optimiser's state) there and each batch there before the
+        forward pass ("cpu", "cuda", a varlens.device; None: leave everything where it is).
+      log_interval: on a CUDA device, read the running loss and the NaN/Inf checks every this
+        many optimiser steps (default 50; see the module docstring).  Unused on the CPU.
     """
 
     def __init__(self, model, optimizer, loss_fn, *, scheduler=None, scheduler_interval="epoch",
                  grad_clip=None, accumulate=1, early_stopping=None, monitor="val_loss", mode="min",
                  restore_best=False, out_dir=None, checkpoint_every=None, keep_checkpoints=3,
                  progress=None, progress_interval=0.1, quiet=False, callbacks=(), config=None,
-                 extra_state=None, check_finite_grads=True):
+                 extra_state=None, check_finite_grads=True, device=None, log_interval=50):
         if scheduler_interval not in ("epoch", "step"):
             raise ValueError(f"Trainer: scheduler_interval must be 'epoch' or 'step', got {scheduler_interval!r}")
         if not isinstance(accumulate, int) or accumulate < 1:
             raise ValueError(f"Trainer: accumulate must be a positive int, got {accumulate!r}")
         if grad_clip is not None and not grad_clip > 0:
             raise ValueError(f"Trainer: grad_clip must be a positive number or None, got {grad_clip!r}")
+        if not isinstance(log_interval, int) or isinstance(log_interval, bool) or log_interval < 1:
+            raise ValueError(f"Trainer: log_interval must be a positive int, got {log_interval!r}")
+        if device is not None:
+            lib = B.namespace_of_device(device)   # a clear error when the device is not there
+            model.to(device)
+            _move_optimizer_state(optimizer, lib)
+        self.device, self.log_interval = device, log_interval
         self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
         self.scheduler, self.scheduler_interval = scheduler, scheduler_interval
         self.grad_clip, self.accumulate = grad_clip, accumulate
@@ -109,6 +131,8 @@ class Trainer:
         if isinstance(batch, dict):
             raise TypeError("Trainer: batches must be (input, target) pairs; got a dict")
         x, y = batch[0], batch[1]
+        if self.device is not None:
+            x, y = _to_device(x, self.device), _to_device(y, self.device)
         out = self.model(x)
         return out, y, self.loss_fn(out, y)
 
@@ -135,8 +159,14 @@ class Trainer:
                     f"step {self.step + 1}; the step was not applied and {where}. Lower the learning rate, clip "
                     "gradients (--grad-clip), check the data, or pass check_finite_grads=False to allow it.")
 
-    def _optimizer_step(self):
-        if self.check_finite_grads:
+    def _on_device(self):
+        return bool(self.params) and B.is_device_array(self.params[0]._data)
+
+    def _optimizer_step(self, tally=None):
+        if tally is not None:
+            if self.check_finite_grads:
+                tally.add_grad_flags(self.params)   # read at the next flush (no host read now)
+        elif self.check_finite_grads:
             self._check_finite_grads()
         if self.grad_clip is not None:
             clip_grad_norm_(self.params, self.grad_clip)
@@ -164,19 +194,28 @@ class Trainer:
         micro = 0
         _dist.set_epoch(loader, epoch)  # a DistributedSampler's shuffle changes each epoch
         self.optimizer.zero_grad()
+        tally = _DeviceTally() if self._on_device() else None
         for bi, batch in enumerate(loader, start=getattr(loader, "_skip", 0)):
             out, y, loss = self._forward(batch)
-            value = loss.item()
-            self._check_finite(value, epoch, bi)
-            (loss / self.accumulate if self.accumulate > 1 else loss).backward()
             bs = len(y)
-            run.update(value, bs, correct_count(out, y))
+            if tally is None:
+                value = loss.item()
+                self._check_finite(value, epoch, bi)
+            else:      # on the device: summed there, read every log_interval steps
+                tally.add_loss(loss._data, bs, correct_count_array(out, y), (self.step, epoch, bi))
+            (loss / self.accumulate if self.accumulate > 1 else loss).backward()
+            if tally is None:
+                run.update(value, bs, correct_count(out, y))
             n_seen += bs
             micro += 1
             if micro == self.accumulate:
                 micro = 0
-                self._optimizer_step()
+                self._optimizer_step(tally)
+                if tally is not None and self.step % self.log_interval == 0:
+                    self._flush(tally, run)
                 if self.checkpoint_every and self.step % self.checkpoint_every == 0 and self.out_dir and self.is_main:
+                    if tally is not None:
+                        self._flush(tally, run)
                     self._epoch_time += time.perf_counter() - t0
                     t0 = time.perf_counter()
                     self.save_checkpoint(loader)
@@ -185,7 +224,9 @@ class Trainer:
                 rate = n_seen / max(time.perf_counter() - t_bar, 1e-9)
                 bar.set_postfix(loss=f"{run.loss:.4f}", samples_s=f"{rate:.0f}", refresh=False)
         if micro:  # leftover micro-batches at the end of the epoch: step with what was accumulated
-            self._optimizer_step()
+            self._optimizer_step(tally)
+        if tally is not None:
+            self._flush(tally, run)
         if bar is not None:
             bar.close()
         self._epoch_time += time.perf_counter() - t0
@@ -198,12 +239,41 @@ class Trainer:
         if hasattr(self.model, "eval"):
             self.model.eval()
         avg = Average()
+        tally = _DeviceTally() if self._on_device() else None
         for batch in loader:
             out, y, loss = self._forward(batch)
-            avg.update(loss.item(), len(y), correct_count(out, y))
+            if tally is None:
+                avg.update(loss.item(), len(y), correct_count(out, y))
+            else:
+                tally.add_loss(loss._data, len(y), correct_count_array(out, y), None)
+        if tally is not None:
+            tally.read_into(avg)     # one host read for the whole evaluation
         if was_training:
             self.model.train()
         return {"loss": avg.loss, "accuracy": avg.accuracy}
+
+    def _flush(self, tally, run):
+        """Read the device tally (one copy to the host) into ``run``; raise for a NaN/Inf loss
+        or gradient seen since the last read, naming where it first appeared."""
+        bad_loss, bad_grad = tally.read_into(run)
+        if bad_loss is not None or bad_grad is not None:
+            (lstep, lepoch, lbatch) = bad_loss if bad_loss is not None else (None, None, None)
+            gstep, gparam = bad_grad if bad_grad is not None else (None, None)
+            where = (f"the last good checkpoint is {self.last_checkpoint}" if self.last_checkpoint
+                     else "no checkpoint was written before it")
+            late = (f"; on the CUDA device the checks are read every log_interval={self.log_interval} "
+                    f"optimizer steps, so the weights were updated up to step {self.step}")
+            self.optimizer.zero_grad()
+            if bad_loss is not None and (bad_grad is None or lstep <= gstep):
+                raise NonFiniteLossError(
+                    f"training stopped: the loss became NaN or Inf at step {lstep + 1} (epoch {lepoch + 1}, "
+                    f"batch {lbatch + 1}){late}, and {where}. Lower the learning rate, clip gradients "
+                    "(--grad-clip) or check the data for NaN/Inf.")
+            names = {id(q): n for n, q in self.model.named_parameters()}
+            raise NonFiniteGradientError(
+                f"training stopped: the gradient of parameter {names.get(id(self.params[gparam]), '?')!r} "
+                f"held NaN or Inf at step {gstep + 1}{late}, and {where}. Lower the learning rate, clip "
+                "gradients (--grad-clip), check the data, or pass check_finite_grads=False to allow it.")
 
     # ------------------------------------------------------------------ the loop
     def fit(self, train_loader, val_loader=None, epochs=10, resume=None):
@@ -350,6 +420,87 @@ class Trainer:
         ckpt.set_rng_state(s["rng"])
         self.last_checkpoint = path
         return s
+
+
+class _DeviceTally:
+    """A training step's loss, accuracy count and NaN/Inf flags kept on the CUDA device, so the
+    step reads nothing on the host; ``read_into`` copies them all to the host at once."""
+
+    def __init__(self):
+        self._reset()
+
+    def _reset(self):
+        self.loss = self.correct = None
+        self.n = self.n_acc = 0
+        self.loss_ok, self.loss_where = [], []     # per batch: finite flag, (step, epoch, batch)
+        self.grad_ok, self.grad_step = [], []      # per optimiser step: flags per parameter
+
+    def add_loss(self, loss, bs, correct, where):
+        xp = B.namespace(loss)
+        term = loss.astype(np.float64) * bs        # float64 sums, as Average's on the host
+        self.loss = term if self.loss is None else self.loss + term
+        self.n += bs
+        if correct is not None:
+            self.correct = correct if self.correct is None else self.correct + correct
+            self.n_acc += bs
+        if where is not None:
+            self.loss_ok.append(xp.isfinite(loss))
+            self.loss_where.append(where)
+
+    def add_grad_flags(self, params):
+        flags = [p.grad._data for p in params if p.grad is not None]
+        if not flags:
+            return
+        xp = B.namespace(flags[0])
+        idx = [i for i, p in enumerate(params) if p.grad is not None]
+        self.grad_ok.append((xp.stack([xp.isfinite(g).all() for g in flags]), idx))
+        self.grad_step.append(self.loss_where[-1][0] if self.loss_where else 0)
+
+    def read_into(self, avg):
+        """Add the sums to ``avg`` (an Average); returns (first bad loss's (step, epoch, batch)
+        or None, first bad gradient's (step, parameter index) or None)."""
+        if self.loss is None:
+            self._reset()
+            return None, None
+        xp = B.namespace(self.loss)
+        parts = [self.loss.reshape(1),
+                 (self.correct if self.correct is not None else xp.zeros((), np.int64)).astype(np.float64).reshape(1)]
+        parts += [f.astype(np.float64).reshape(1) for f in self.loss_ok]
+        parts += [f.astype(np.float64).reshape(-1) for f, _ in self.grad_ok]
+        host = B.to_host(xp.concatenate(parts))        # the one host read
+        avg.add(host[0], self.n, host[1] if self.correct is not None else None, self.n_acc)
+        bad_loss = bad_grad = None
+        k = 2
+        for ok, where in zip(host[k:k + len(self.loss_ok)], self.loss_where):
+            if not ok:
+                bad_loss = where
+                break
+        k += len(self.loss_ok)
+        for (f, idx), step in zip(self.grad_ok, self.grad_step):
+            vals = host[k:k + len(idx)]
+            k += len(idx)
+            if bad_grad is None and not vals.all():
+                bad_grad = (step, idx[int(np.argmin(vals))])
+        self._reset()
+        return bad_loss, bad_grad
+
+
+def _to_device(t, device):
+    """A batch element on ``device`` (tensors and lists/tuples of them; anything else as is)."""
+    if isinstance(t, Tensor):
+        return t.to(device)
+    if isinstance(t, (list, tuple)):
+        return type(t)(_to_device(e, device) for e in t)
+    return t
+
+
+def _move_optimizer_state(optimizer, lib):
+    """Move an optimiser's per-parameter state arrays to the array library ``lib`` (after the
+    model moved there); 0-d scalars such as step counts stay on the host (optim.optimizer)."""
+    for st in getattr(optimizer, "state", {}).values():
+        for k, v in st.items():
+            if isinstance(v, Tensor) and v._data.ndim:
+                v._data = B.to_namespace(v._data, lib)
 
 
 def _step_of(path):

@@ -7,7 +7,8 @@ from varlens import ops as _ops
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
 from varlens.nn.functional._common import _const, _dtype_name, _inplace, _shape, _tensor_input
-from varlens.random import _gen
+from varlens.random import generator_for
+from varlens.core import array as B
 
 
 
@@ -132,8 +133,9 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False, *,
     if not training:
         return _ops.leaky_relu(input, (lower + upper) / 2)
     x = input._data
-    a = _gen(generator).uniform(lower, upper, x.shape)
-    slope = xp.where(x >= 0, 1.0, a).astype(x.dtype)
+    ns = xp if x.__class__ is xp.ndarray else B.namespace(x)
+    a = generator_for(ns, generator).uniform(lower, upper, x.shape)   # drawn on x's device
+    slope = ns.where(x >= 0, 1.0, a).astype(x.dtype)
     return input * Tensor._make(slope)
 
 
@@ -147,14 +149,15 @@ def softmax2d(input):
 def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1, *, generator=None):
     """softmax((logits + g)/tau) with g ~ Gumbel(0, 1); ``hard`` returns the one-hot argmax in
     the forward pass with the soft sample's gradient (straight-through)."""
-    e = -xp.log1p(-_gen(generator).random(_shape(logits)))     # Exp(1) draws
-    g = Tensor._make((-xp.log(e)).astype(logits.dtype))
+    ns = B.namespace(logits._data)                              # the logits' device
+    e = -ns.log1p(-generator_for(ns, generator).random(_shape(logits)))     # Exp(1) draws
+    g = Tensor._make((-ns.log(e)).astype(logits.dtype))
     y = _ops.softmax((logits + g) / tau, dim)
     if not hard:
         return y
-    idx = xp.expand_dims(xp.argmax(y._data, axis=dim), dim)
-    onehot = xp.zeros_like(y._data)
-    xp.put_along_axis(onehot, idx, 1.0, axis=dim)
+    idx = ns.expand_dims(ns.argmax(y._data, axis=dim), dim)
+    onehot = ns.zeros_like(y._data)
+    ns.put_along_axis(onehot, idx, 1.0, axis=dim)
     return Tensor._make(onehot) - y.detach() + y
 
 

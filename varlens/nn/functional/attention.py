@@ -8,6 +8,8 @@ from varlens.core.tensor import Tensor
 from varlens.nn.functional._common import _shape
 from varlens.nn.functional.linear_maps import linear
 from varlens.ops.nn.attention import scaled_dot_product_attention  # noqa: F401
+from varlens.ops.nn.attention import causal_mask
+from varlens.core import array as B
 
 
 # ---------------------------------------------------------------- functional multi-head attention
@@ -15,9 +17,10 @@ def _pad_mask_column(m):
     """One more key column, allowed (False / 0.0), for bias_k/bias_v and add_zero_attn."""
     if m is None:
         return None
-    a = m._data if isinstance(m, Tensor) else xp.asarray(m)
-    z = xp.zeros(a.shape[:-1] + (1,), dtype=a.dtype)
-    return xp.concatenate([a, z], -1)
+    a = m._data if isinstance(m, Tensor) else m if B.is_array(m) else xp.asarray(m)
+    ns = B.namespace(a)
+    z = ns.zeros(a.shape[:-1] + (1,), dtype=a.dtype)
+    return ns.concatenate([a, z], -1)
 
 
 def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
@@ -37,7 +40,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         query, key, value = (_ops.unsqueeze(t, 1) for t in (query, key, value))
         if key_padding_mask is not None:
             key_padding_mask = _ops.unsqueeze(key_padding_mask, 0) if isinstance(key_padding_mask, Tensor) else \
-                xp.asarray(key_padding_mask)[None]
+                _mask_array(key_padding_mask, "key_padding_mask")[None]
     L, N, E = _shape(query)
     if E != embed_dim_to_check:
         raise AssertionError(f"was expecting embedding dimension of {embed_dim_to_check}, but got {E}")
@@ -58,7 +61,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         wq, wk, wv = in_proj_weight[:E], in_proj_weight[E:2 * E], in_proj_weight[2 * E:]
     q, k, v = linear(query, wq, bq), linear(key, wk, bk), linear(value, wv, bv)
     if is_causal and attn_mask is None:
-        attn_mask = ~xp.tril(xp.ones((L, key.shape[0]), dtype=bool))
+        attn_mask = ~causal_mask(L, key.shape[0], B.namespace(query._data))
     if bias_k is not None and bias_v is not None:
         k = _ops.cat([k, _ops.expand(_ops.reshape(bias_k, (1, 1, E)), (1, N, E))], 0)
         v = _ops.cat([v, _ops.expand(_ops.reshape(bias_v, (1, 1, E)), (1, N, E))], 0)
@@ -71,7 +74,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         return _ops.permute(_ops.reshape(t, (T, N, H, Dh)), (1, 2, 0, 3))
     q, k, v = heads(q, L), heads(k, S), heads(v, S)
     if add_zero_attn:
-        z = Tensor._make(xp.zeros((N, H, 1, Dh), dtype=q.dtype))
+        z = Tensor._make(B.namespace(q._data).zeros((N, H, 1, Dh), dtype=q.dtype))
         k, v = _ops.cat([k, z], 2), _ops.cat([v, z], 2)
         attn_mask, key_padding_mask = _pad_mask_column(attn_mask), _pad_mask_column(key_padding_mask)
         S += 1
@@ -91,7 +94,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
 def _mask_array(m, name):
     if m is None:
         return None
-    return m._data if isinstance(m, Tensor) else xp.asarray(m)
+    return m._data if isinstance(m, Tensor) else m if B.is_array(m) else xp.asarray(m)
 
 
 def merge_masks(attn_mask, key_padding_mask, n_batch, n_heads, L, S, dtype):
@@ -129,5 +132,5 @@ def merge_masks(attn_mask, key_padding_mask, n_batch, n_heads, L, S, dtype):
     if additive is None:
         return allowed
     if allowed is not None:
-        additive = xp.where(allowed, additive, -xp.inf)
+        additive = B.namespace(allowed, additive).where(allowed, additive, -xp.inf)
     return additive

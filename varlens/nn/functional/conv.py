@@ -7,21 +7,23 @@ import numbers
 
 from varlens import ops as _ops
 from varlens.core.array import xp
+from varlens.core import array as B
 from varlens.core.tensor import Tensor
 from varlens.nn.functional._common import _ntup, _one, _require_tensor, _shape
 from varlens.nn.functional.vision import _pad_nd
 from varlens.ops.nn.conv import conv1d, conv2d, conv_transpose2d  # noqa: F401
 
 
-def _window_key(k, d, s, outs, lead=2):
-    """Index arrays picking x[..., o_j s_j + i_j d_j, ...] with result dims (O..., K...)."""
+def _window_key(k, d, s, outs, lead=2, lib=None):
+    """Index arrays picking x[..., o_j s_j + i_j d_j, ...] with result dims (O..., K...); built on
+    the host and copied to ``lib``'s device when given (the array library of the indexed data)."""
     n = len(k)
     key = [slice(None)] * lead
     for j in range(n):
         idx = (xp.arange(outs[j]) * s[j])[:, None] + (xp.arange(k[j]) * d[j])[None, :]   # (O_j, k_j)
         shape = [1] * (2 * n)
         shape[j], shape[n + j] = outs[j], k[j]
-        key.append(idx.reshape(shape))
+        key.append(idx.reshape(shape) if lib is None else B.to_namespace(idx.reshape(shape), lib))
     return tuple(key)
 
 
@@ -64,7 +66,7 @@ def _conv_nd(input, weight, bias, stride, padding, dilation, groups, nd, op):
     if any(o < 1 for o in outs):
         raise RuntimeError(f"{op}: the kernel {k} (dilation {d}) is larger than the padded input {ins} + {pads}")
     xpad = _pad_nd(x, pads, 0.0)
-    cols = _ops.getitem(xpad, _window_key(k, d, s, outs))            # (N, C, O..., K...)
+    cols = _ops.getitem(xpad, _window_key(k, d, s, outs, lib=B.namespace(xpad._data)))            # (N, C, O..., K...)
     K, L = int(math.prod(k)), int(math.prod(outs))
     g = groups
     cols = _ops.reshape(cols, (N, g, C // g, L, K))
@@ -117,7 +119,7 @@ def _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, gro
     xg = _ops.reshape(x, (N, g, C // g, L))
     wg = _ops.reshape(weight, (g, C // g, O // g, K))
     contrib = _ops.reshape(_ops.einsum("ngcl,gcok->ngolk", xg, wg), (N, O) + ins + k)   # (N, O, I..., K...)
-    y = _ops.index_scatter(contrib, _window_key(k, d, s, ins), (N, O) + full)
+    y = _ops.index_scatter(contrib, _window_key(k, d, s, ins, lib=B.namespace(contrib._data)), (N, O) + full)
     crop = (slice(None), slice(None)) + tuple(slice(pi, pi + o) for pi, o in zip(p, outs))
     y = _ops.getitem(y, crop)
     if bias is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from varlens import ops as _ops
+from varlens.core import array as B
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
 from varlens.nn.functional._common import _require_tensor, _shape, _straight_through
@@ -26,8 +27,9 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-08):
         x1, x2 = _ops.expand(x1, shape), _ops.expand(x2, shape)
     n1 = _ops.norm(x1, 2, dim, keepdim=True)
     n2 = _ops.norm(x2, 2, dim, keepdim=True)
-    n1 = _straight_through(n1, xp.maximum(n1._data, eps))
-    n2 = _straight_through(n2, xp.maximum(n2._data, eps))
+    ns = B.namespace(n1._data)
+    n1 = _straight_through(n1, ns.maximum(n1._data, eps))
+    n2 = _straight_through(n2, ns.maximum(n2._data, eps))
     return _ops.sum((x1 / n1) * (x2 / n2), dim)
 
 
@@ -39,6 +41,7 @@ def pdist(input, p=2):
         raise RuntimeError(f"{op}: only supports 2D tensors, got: {input.ndim}D (shape {_shape(input)})")
     if p < 0:
         raise RuntimeError(f"{op}: only supports non-negative p values, got {p}")
-    i, j = xp.triu_indices(input.shape[0], 1)
+    ns = B.namespace(input._data)
+    i, j = ns.triu_indices(input.shape[0], 1)
     d = _ops.index_select(input, 0, Tensor._make(i)) - _ops.index_select(input, 0, Tensor._make(j))
     return _ops.norm(d, p, 1)

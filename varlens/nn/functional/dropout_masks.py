@@ -8,7 +8,8 @@ from varlens.core.array import xp
 from varlens.core.tensor import Tensor
 from varlens.nn.functional._common import _dtype_name, _inplace, _shape, _tensor_input
 from varlens.ops.nn import dropout as _nn_dropout_mod
-from varlens.random import _gen
+from varlens.core import array as B
+from varlens.random import generator_for
 
 
 
@@ -29,11 +30,21 @@ def _keep_to_drop(p, keep_prob, what):
     return 0.5 if p is None else p
 
 
-def _dropout_mask(shape, p, dtype, generator):
+def _dropout_mask(shape, p, dtype, generator, like=None):
+    """Keep-mask scaled by 1/(1 - p), drawn on the device of the array ``like`` (its generator)."""
     keep = 1.0 - p
+    ns = xp if like is None or like.__class__ is xp.ndarray else B.namespace(like)
     if keep == 0.0:
-        return xp.zeros(shape, dtype=dtype)
-    return (_gen(generator).random(shape) < keep).astype(dtype) * xp.asarray(1.0 / keep, dtype=dtype)
+        return ns.zeros(shape, dtype=dtype)
+    m = (generator_for(ns, generator).random(shape) < keep).astype(dtype)
+    m *= xp.dtype(dtype).type(1.0 / keep)
+    return m
+
+
+def _bernoulli_keep(shape, keep, dtype, generator, like):
+    """1 where a uniform draw on ``like``'s device is below ``keep``, else 0 (in ``dtype``)."""
+    ns = xp if like.__class__ is xp.ndarray else B.namespace(like)
+    return (generator_for(ns, generator).random(shape) < keep).astype(dtype)
 
 
 def _dropout_dtype(input, p, what):
@@ -105,7 +116,7 @@ def _channel_dropout(input, p, training, lead, what, generator):
     if input._data.dtype.kind != "f":
         _dropout_dtype(input, p, what)
     shape = tuple(input.shape[:lead]) + (1,) * (input.ndim - lead)
-    return _nn_dropout_mod.MaskMul.apply(input, _dropout_mask(shape, p, input.dtype, generator))
+    return _nn_dropout_mod.MaskMul.apply(input, _dropout_mask(shape, p, input.dtype, generator, input._data))
 
 
 @_tensor_input
@@ -123,7 +134,7 @@ def alpha_dropout(input, p=0.5, training=False, inplace=False, *, generator=None
     keep = 1.0 - p
     a = (keep + alpha_p ** 2 * keep * p) ** -0.5
     b = -a * alpha_p * p
-    m = (_gen(generator).random(tuple(input.shape)) < keep).astype(input.dtype)
+    m = _bernoulli_keep(tuple(input.shape), keep, input.dtype, generator, input._data)
     return _nn_dropout_mod.MaskMul.apply(input, m * a) + Tensor._make(((1 - m) * alpha_p * a + b).astype(input.dtype))
 
 
@@ -145,7 +156,7 @@ def feature_alpha_dropout(input, p=0.5, training=False, inplace=False, *, genera
     a = (keep + alpha_p ** 2 * keep * p) ** -0.5
     b = -a * alpha_p * p
     shape = _shape(input)[:2] + (1,) * (input.ndim - 2)
-    m = (_gen(generator).random(shape) < keep).astype(input.dtype)
+    m = _bernoulli_keep(shape, keep, input.dtype, generator, input._data)
     return input * Tensor._make(m * a) + Tensor._make(((1 - m) * alpha_p * a + b).astype(input.dtype))
 
 
@@ -156,7 +167,8 @@ def _dropout(input, p=0.5, training=True, keep_prob=None, generator=None):
         return input
     if input._data.dtype.kind != "f":
         _dropout_dtype(input, p, "dropout")
-    return _nn_dropout_mod.MaskMul.apply(input, _dropout_mask(_shape(input), p, input.dtype, generator))
+    return _nn_dropout_mod.MaskMul.apply(input, _dropout_mask(_shape(input), p, input.dtype, generator,
+                                                              input._data))
 
 
 _dropout_ = _inplace(lambda x, p, training, generator: _dropout(x, p, training, generator=generator), "dropout")

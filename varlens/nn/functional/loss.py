@@ -7,6 +7,7 @@ import warnings
 
 from varlens.ops.nn.loss import MseLoss as _MseLoss
 from varlens import ops as _ops
+from varlens.core import array as B
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
 from varlens.nn.functional._errors import ArgRuntimeError
@@ -52,6 +53,7 @@ _REDUCTIONS = ("mean", "sum", "none")
 
 
 _INT64 = xp.dtype("int64")
+_HOST = xp.ndarray   # host arrays: value checks that read data run only on these
 
 
 def _legacy_reduction(size_average, reduce, reduction):
@@ -201,7 +203,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                 f"Expected target size {list(exp_shape)}, got {list(tgt.shape)}")
         raise ArgRuntimeError(f"{head} (cross_entropy: for input of shape {tuple(zs)} the class-index target "
                               f"must have shape {exp_shape}, got {tuple(tgt.shape)})")
-    real = _nn_loss_mod.cross_entropy_check(tgt, C, ignore_index)
+    # the target range check reads values on the host: CPU only (on CUDA an out-of-range class is
+    # not checked; docs/conventions.md, "Devices")
+    real = _nn_loss_mod.cross_entropy_check(tgt, C, ignore_index) if tgt.__class__ is _HOST else False
     return _nn_loss_mod.CrossEntropy.apply(input, tgt, weight=w, ignore_index=ignore_index,
                                   label_smoothing=label_smoothing, reduction=reduction, probs=False,
                                   all_real=real)
@@ -234,21 +238,31 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         if tgt.shape != exp_shape:
             raise RuntimeError(f"nll_loss: expected target of shape {exp_shape} for input of shape "
                                f"{tuple(input.shape)}, got {tuple(tgt.shape)}")
-    _nn_loss_mod.cross_entropy_check(tgt, C, ignore_index, "nll_loss")
+    host = tgt.__class__ is _HOST
+    if host:   # (a host read: CPU only, as cross_entropy's)
+        _nn_loss_mod.cross_entropy_check(tgt, C, ignore_index, "nll_loss")
+    ns = xp if host else B.namespace(tgt)
     x = input if input.ndim > 1 else _ops.reshape(input, (1, C))
     t = tgt if input.ndim > 1 else tgt.reshape(1)
     valid = t != ignore_index
-    tt = xp.where(valid, t, 0)
-    picked = _ops.squeeze(_ops.gather(x, 1, Tensor._make(xp.expand_dims(tt, 1))), 1)
+    tt = ns.where(valid, t, 0)
+    picked = _ops.squeeze(_ops.gather(x, 1, Tensor._make(tt[:, None])), 1)
     if weight is not None:
         _need_tensor(weight, "weight", 3, "nll_loss")
         if weight._data.shape != (C,):
             raise ArgRuntimeError(f"weight tensor should be defined either for all {C} classes or no classes but got "
                                   f"weight tensor of shape: {list(weight._data.shape)} (nll_loss: weight must have "
                                   f"shape ({C},), one per class)")
-    w = xp.ones(C, dtype=input.dtype) if weight is None else _arr(weight).astype(input.dtype)
+    w = ns.ones(C, dtype=input.dtype) if weight is None else _arr(weight).astype(input.dtype)
     wy = (w[tt] * valid).astype(input.dtype)
-    loss = -picked * wy
+    loss = -picked * Tensor._make(wy)
+    if reduction == "mean" and not host:
+        # the denominator stays on the device: 1/d where d != 0; NaN loss and zero gradient where
+        # every target is ignored (PyTorch's result), without reading d on the host
+        d = wy.sum()
+        nz = d != 0
+        inv = Tensor._make((1.0 / ns.where(nz, d, 1) * nz).astype(input.dtype))
+        return _ops.sum(loss) * inv + Tensor._make(ns.where(nz, 0.0, ns.nan).astype(input.dtype))
     if reduction == "mean":
         d = float(wy.sum())
         if d == 0:  # every target ignored: loss NaN and gradient 0, as PyTorch (no 0/0 warning)
@@ -276,7 +290,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         raise NotImplementedError(f'"binary_cross_entropy" not implemented for \'{_dtype_name(x.dtype)}\' '
                                   f"(the input holds probabilities and must be floating point)")
     # one pass each for min and max; a NaN makes both comparisons False, so it is refused too
-    if x.size and not (x.min() >= 0 and x.max() <= 1):
+    # (a host read: CPU only; on CUDA the range is not checked, docs/conventions.md "Devices")
+    if x.__class__ is _HOST and x.size and not (x.min() >= 0 and x.max() <= 1):
         raise RuntimeError("all elements of input should be between 0 and 1 (binary_cross_entropy: input "
                            "holds probabilities; got values outside [0, 1] or NaN; for logits use "
                            "binary_cross_entropy_with_logits)")
@@ -325,7 +340,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     else:
         t = target._data
         pos = t > 0
-        safe = Tensor._make(xp.where(pos, t, 1).astype(t.dtype)) if not target.requires_grad else \
+        safe = Tensor._make(B.namespace(t).where(pos, t, 1).astype(t.dtype)) if not target.requires_grad else \
             _ops.where(pos, target, 1.0)
         loss = _ops.where(pos, target * _ops.log(safe), 0.0) - target * input
     if reduction == "batchmean":
@@ -348,9 +363,10 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-06, reduction="mean
         elif not (tuple(input.shape[:-1]) == tuple(var.shape[:-1]) and var.shape[-1] == 1):
             raise ValueError(f"gaussian_nll_loss: var of shape {tuple(var.shape)} must match the input's shape "
                              f"{tuple(input.shape)}, or drop/size-1 its last dimension")
-    if bool((var._data < 0).any()):
+    vd = var._data
+    if vd.__class__ is _HOST and bool((vd < 0).any()):   # (a host read: CPU only)
         raise ValueError("gaussian_nll_loss: var has negative entries; variances must be >= 0")
-    clamped = xp.maximum(var._data, eps)
+    clamped = B.namespace(vd).maximum(vd, eps)
     v = var + Tensor._make(clamped - var._data) if var.requires_grad else Tensor._make(clamped)
     d = input - target
     loss = 0.5 * (_ops.log(v) + d * d / v)
@@ -541,18 +557,19 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     N, C = _shape(x)
     if t2.shape != (N,):
         raise ValueError(f"{op}: expected target of shape ({N},) for input of shape {_shape(input)}, got {t.shape}")
-    if t2.size and (t2.min() < 0 or t2.max() >= C):
+    ns = B.namespace(t2)
+    if ns is xp and t2.size and (t2.min() < 0 or t2.max() >= C):   # (a host read: CPU only)
         raise IndexError(f"{op}: target {int(t2.max() if t2.max() >= C else t2.min())} is out of bounds for "
                          f"{C} classes")
     xy = _ops.gather(x, 1, Tensor._make(t2[:, None]))
     z = _ops.relu(margin - xy + x)
     if p == 2:
         z = z * z
-    notself = xp.ones((N, C), dtype=input.dtype)
-    notself[xp.arange(N), t2] = 0
+    notself = ns.ones((N, C), dtype=input.dtype)
+    notself[ns.arange(N), t2] = 0
     z = z * Tensor._make(notself)
     if weight is not None:
-        w = weight._data if isinstance(weight, Tensor) else xp.asarray(weight)
+        w = weight._data if isinstance(weight, Tensor) else ns.asarray(weight)
         if w.shape != (C,):
             raise ValueError(f"{op}: weight must have shape ({C},), got {tuple(w.shape)}")
         z = z * Tensor._make(w[t2][:, None].astype(input.dtype))
@@ -574,6 +591,32 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     x = input if input.ndim == 2 else _ops.unsqueeze(input, 0)
     t2 = t.reshape(x.shape)
     N, C = _shape(x)
+    if t2.__class__ is not _HOST:
+        count = _label_counts_device(t2, N, C)
+    else:
+        count = _label_counts(t2, N, C, op)
+    is_t = count > 0
+    mask = count[:, :, None] * (~is_t)[:, None, :]            # (N, j target, i non-target)
+    z = _ops.relu(1 - _ops.unsqueeze(x, 2) + _ops.unsqueeze(x, 1)) * Tensor._make(mask.astype(input.dtype))
+    loss = _ops.sum(z, (1, 2)) / C
+    if input.ndim == 1:
+        loss = _ops.reshape(loss, ())
+    return _reduce(loss, r)
+
+
+def _label_counts_device(t2, N, C):
+    """count[n, c]: how often class c is listed in row n before its first -1, on the device (a
+    one-hot scatter-add, no host read; labels >= C are not checked there)."""
+    ns = B.namespace(t2)
+    live = ns.cumsum(t2 < 0, axis=1) == 0                 # before the first negative entry
+    count = ns.zeros((N, C + 1))
+    rows = ns.broadcast_to(ns.arange(N)[:, None], t2.shape)
+    B.add_at(ns, count, (rows, ns.where(live, ns.clip(t2, 0, C - 1), C)), 1.0)
+    return count[:, :C]
+
+
+def _label_counts(t2, N, C, op):
+    """count[n, c] for host targets, refusing a label >= C by name."""
     count = xp.zeros((N, C))
     for n in range(N):
         for c in t2[n]:
@@ -582,13 +625,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
             if c >= C:
                 raise IndexError(f"{op}: target {int(c)} is out of bounds for {C} classes")
             count[n, c] += 1
-    is_t = count > 0
-    mask = count[:, :, None] * (~is_t)[:, None, :]            # (N, j target, i non-target)
-    z = _ops.relu(1 - _ops.unsqueeze(x, 2) + _ops.unsqueeze(x, 1)) * Tensor._make(mask.astype(input.dtype))
-    loss = _ops.sum(z, (1, 2)) / C
-    if input.ndim == 1:
-        loss = _ops.reshape(loss, ())
-    return _reduce(loss, r)
+    return count
 
 
 def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-08,

@@ -4,6 +4,7 @@ local_response_norm, normalize.
 from __future__ import annotations
 
 from varlens import ops as _ops
+from varlens.core import array as B
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
 from varlens.nn.functional._common import _dtype_name, _require_tensor, _shape, _tensor_input
@@ -179,6 +180,7 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     C = input.shape[1]
     lo, hi = size // 2, (size - 1) // 2
     zshape = list(_shape(input))
+    xp = B.namespace(input._data)
     parts = []
     if lo:
         zshape[1] = lo
@@ -221,6 +223,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
                          f"{_shape(input)}")
     x = _ops.reshape(input, (1, N * C) + _shape(input)[2:])
     rm = rv = None
+    xp = B.namespace(input._data)
     if running_mean is not None:
         rm = Tensor._make(xp.tile(running_mean._data, N))
     if running_var is not None:

@@ -6,13 +6,14 @@ import math
 import numbers
 
 from varlens import ops as _ops
-from varlens.core.array import xp
+from varlens.core.array import xp      # the host library: geometry and index arithmetic
+from varlens.core import array as B
 from varlens.core.tensor import Tensor
 from varlens.nn.functional._common import _check_nd, _int_pair, _ntup, _one, _shape
 from varlens.nn.functional.conv import _window_key
 from varlens.nn.functional.vision import _adaptive_matrix, _apply_matrices, _pad_nd
 from varlens.ops.nn.pool import _PadError, int_avg_pool
-from varlens.random import _gen
+from varlens.random import generator_for
 from varlens.ops.nn.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d  # noqa: F401
 
 
@@ -97,19 +98,20 @@ def _adaptive_max(input, outs, op, return_indices):
     ins = _shape(input)[-nd:]
     lead = _shape(input)[:-nd]
     x = input._data.reshape((-1,) + ins)
+    lib = B.namespace(x)      # the input's library; on the device no value is read on the host
     M = x.shape[0]
     flat = xp.arange(int(xp.prod(ins))).reshape(ins)
-    idx = xp.empty((M,) + outs, dtype=xp.int64)
+    idx = lib.empty((M,) + outs, dtype=xp.int64)
     grids = [_bins(L, Lo) for L, Lo in zip(ins, outs)]
     for cell in xp.ndindex(*outs):
         sl = tuple(slice(*grids[j][c]) for j, c in enumerate(cell))
         w = x[(slice(None),) + sl].reshape(M, -1)
-        pos = flat[sl].reshape(-1)
-        nan = xp.isnan(w)
-        win = xp.argmax(w, axis=1)
-        if nan.any():
-            last_nan = w.shape[1] - 1 - xp.argmax(nan[:, ::-1], axis=1)
-            win = xp.where(nan.any(axis=1), last_nan, win)
+        pos = B.to_namespace(flat[sl].reshape(-1), lib)
+        nan = lib.isnan(w)
+        win = lib.argmax(w, axis=1)
+        if lib is not xp or nan.any():
+            last_nan = w.shape[1] - 1 - lib.argmax(nan[:, ::-1], axis=1)
+            win = lib.where(nan.any(axis=1), last_nan, win)
         idx[(slice(None),) + cell] = pos[win]
     idx = idx.reshape(lead + outs)
     src = _ops.reshape(input, lead + (-1,))
@@ -166,10 +168,11 @@ def _unpool(input, indices, outs, op):
     lead = _shape(input)[:-nd]
     n = int(math.prod(outs))
     idx = indices._data.reshape(lead + (-1,))
-    if idx.size and (idx.min() < 0 or idx.max() >= n):
+    lib = B.namespace(idx)
+    if lib is xp and idx.size and (idx.min() < 0 or idx.max() >= n):   # (a host check: CPU only)
         raise RuntimeError(f"{op}: found an invalid max index {int(idx.max() if idx.max() >= n else idx.min())} "
                            f"for an output of size {outs}")
-    zeros = Tensor._make(xp.zeros(lead + (n,), dtype=input.dtype))
+    zeros = Tensor._make(lib.zeros(lead + (n,), dtype=input.dtype))
     out = _ops.scatter(zeros, len(lead), Tensor._make(idx), _ops.reshape(input, lead + (-1,)))
     return _ops.reshape(out, lead + tuple(outs))
 
@@ -242,17 +245,18 @@ def _max_pool_nd(input, kernel_size, stride, padding, dilation, ceil_mode, retur
     lead = _shape(input)[:-nd]
     outs, pads = _pool_geometry(ins, k, s, p, d, ceil_mode, op)
     x = input._data.reshape((-1,) + ins)
-    xpd = xp.pad(x, ((0, 0),) + pads, constant_values=-xp.inf)
-    win = xpd[_window_key(k, d, s, outs, lead=1)].reshape((x.shape[0],) + outs + (-1,))
-    nan = xp.isnan(win)
-    best = xp.argmax(win, axis=-1)
-    if nan.any():                       # PyTorch: a NaN wins, the last one in the window
-        last = win.shape[-1] - 1 - xp.argmax(nan[..., ::-1], axis=-1)
-        best = xp.where(nan.any(axis=-1), last, best)
-    kidx = xp.unravel_index(best, k)
-    flat = xp.zeros(best.shape, dtype=xp.int64)
+    lib = B.namespace(x)      # the input's library; on the device no value is read on the host
+    xpd = lib.pad(x, ((0, 0),) + pads, constant_values=-xp.inf)
+    win = xpd[_window_key(k, d, s, outs, lead=1, lib=lib)].reshape((x.shape[0],) + outs + (-1,))
+    nan = lib.isnan(win)
+    best = lib.argmax(win, axis=-1)
+    if lib is not xp or nan.any():      # PyTorch: a NaN wins, the last one in the window
+        last = win.shape[-1] - 1 - lib.argmax(nan[..., ::-1], axis=-1)
+        best = lib.where(nan.any(axis=-1), last, best)
+    kidx = lib.unravel_index(best, k)
+    flat = lib.zeros(best.shape, dtype=xp.int64)
     for j in range(nd):
-        o = xp.arange(outs[j]).reshape((1,) + tuple(outs[j] if i == j else 1 for i in range(nd)))
+        o = lib.arange(outs[j]).reshape((1,) + tuple(outs[j] if i == j else 1 for i in range(nd)))
         pos = o * s[j] - p[j] + kidx[j] * d[j]
         flat = flat * ins[j] + pos
     idx = flat.reshape(lead + outs)
@@ -297,7 +301,7 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     lead = _shape(input)[:-nd]
     x = _ops.reshape(input, (-1,) + ins)
     xpd = _pad_nd(x, pads, 0.0)
-    win = _ops.getitem(xpd, _window_key(k, (1,) * nd, s, outs, lead=1))
+    win = _ops.getitem(xpd, _window_key(k, (1,) * nd, s, outs, lead=1, lib=B.namespace(xpd._data)))
     tot = _ops.sum(_ops.reshape(win, (win.shape[0],) + outs + (-1,)), -1)
     if divisor_override is not None:
         if isinstance(divisor_override, bool) or int(divisor_override) < 1:
@@ -309,7 +313,7 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
             full, inner = _avg_divisor(ins[j], k[j], s[j], p[j], outs[j])
             shape = tuple(outs[j] if i == j else 1 for i in range(nd))
             div = div * (full if count_include_pad else inner).reshape(shape)
-    out = tot / Tensor._make(div.astype(input.dtype))
+    out = tot / Tensor._make(B.to_namespace(div.astype(input.dtype), B.namespace(tot._data)))
     return _ops.reshape(out, lead + outs)
 
 
@@ -336,14 +340,15 @@ def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_siz
 
 
 # ---------------------------------------------------------------- fractional max pooling
-def _fractional_starts(u, L, Lo, k, dtype):
+def _fractional_starts(lib, u, L, Lo, k, dtype):
     """PyTorch's pseudo-random window starts: floor((i + u) alpha) - floor(u alpha), alpha =
-    (L - k)/(Lo - 1), the last window ending at the input's end (computed in the input's dtype)."""
+    (L - k)/(Lo - 1), the last window ending at the input's end (computed in the input's dtype,
+    with u's array library ``lib``)."""
     u = u.astype(dtype)
-    out = xp.empty(u.shape + (Lo,), dtype=xp.int64)
+    out = lib.empty(u.shape + (Lo,), dtype=xp.int64)
     if Lo > 1:
         alpha = dtype.type(L - k) / dtype.type(Lo - 1)
-        i = xp.arange(Lo - 1, dtype=dtype)
+        i = lib.arange(Lo - 1, dtype=dtype)
         out[..., :-1] = (((i + u[..., None]) * alpha).astype(xp.int64) - (u * alpha).astype(xp.int64)[..., None])
     out[..., -1] = L - k
     return out
@@ -369,30 +374,32 @@ def _fractional_max(input, kernel_size, output_size, output_ratio, return_indice
     for L, Lo, kk in zip(ins, outs, k):
         if Lo + kk - 1 > L:
             raise RuntimeError(f"{op}: output size {outs} + kernel_size {k} - 1 is too large for the input size {ins}")
+    lib = B.namespace(x._data)   # the input's library: the samples are drawn on its device
     if _random_samples is None:
-        u = _gen(generator).random((N, C, nd))
+        u = generator_for(lib, generator).rng.random((N, C, nd))
     else:
         u = _random_samples._data if isinstance(_random_samples, Tensor) else xp.asarray(_random_samples)
+        u = B.to_namespace(u, lib)
         if u.shape != (N, C, nd):
             raise RuntimeError(f"{op}: _random_samples must have shape ({N}, {C}, {nd}), got {u.shape}")
     # PyTorch's sample order: (w, h) for 2-D, (t, h, w) for 3-D
     col = (1, 0) if nd == 2 else tuple(range(nd))
-    starts = [_fractional_starts(u[..., col[j]], ins[j], outs[j], k[j], input.dtype) for j in range(nd)]
+    starts = [_fractional_starts(lib, u[..., col[j]], ins[j], outs[j], k[j], input.dtype) for j in range(nd)]
     M = N * C
     xa = x._data.reshape((M,) + ins)
-    key = [xp.arange(M).reshape((M,) + (1,) * (2 * nd))]      # result dims (M, O..., K...)
+    key = [lib.arange(M).reshape((M,) + (1,) * (2 * nd))]      # result dims (M, O..., K...)
     for j in range(nd):
         shape = [M] + [1] * (2 * nd)
         shape[1 + j], shape[1 + nd + j] = outs[j], k[j]
-        pos = starts[j].reshape(M, outs[j])[:, :, None] + xp.arange(k[j])[None, None, :]
+        pos = starts[j].reshape(M, outs[j])[:, :, None] + lib.arange(k[j])[None, None, :]
         key.append(pos.reshape(shape))
     win = xa[tuple(key)].reshape((M,) + outs + (-1,))
-    nan = xp.isnan(win)
-    best = xp.argmax(win, axis=-1)
-    if nan.any():
-        best = xp.where(nan.any(axis=-1), win.shape[-1] - 1 - xp.argmax(nan[..., ::-1], axis=-1), best)
-    kidx = xp.unravel_index(best, k)
-    flat = xp.zeros(best.shape, dtype=xp.int64)
+    nan = lib.isnan(win)
+    best = lib.argmax(win, axis=-1)
+    if lib is not xp or nan.any():      # (on the device without asking the host)
+        best = lib.where(nan.any(axis=-1), win.shape[-1] - 1 - lib.argmax(nan[..., ::-1], axis=-1), best)
+    kidx = lib.unravel_index(best, k)
+    flat = lib.zeros(best.shape, dtype=xp.int64)
     for j in range(nd):
         st = starts[j].reshape((M,) + tuple(outs[j] if i == j else 1 for i in range(nd)))
         flat = flat * ins[j] + st + kidx[j]

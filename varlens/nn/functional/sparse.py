@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from varlens import ops as _ops
+from varlens.core import array as B
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
 from varlens.nn.functional._common import _arr, _require_tensor, _shape, IndexTypeError
@@ -21,7 +22,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
                              f"Long, Int; but got {getattr(idx, 'dtype', type(idx).__name__)} instead (embedding: "
                              f"input must hold integer indices (int64))")
     V = weight.shape[0]
-    if idx.size and (idx.min() < 0 or idx.max() >= V):
+    # the range check reads values on the host: CPU only (on CUDA an index out of range is not
+    # checked here; docs/conventions.md, "Devices")
+    if idx.__class__ is xp.ndarray and idx.size and (idx.min() < 0 or idx.max() >= V):
         bad = int(idx.max()) if idx.max() >= V else int(idx.min())
         raise IndexError(f"embedding: index {bad} is out of range for an embedding table with {V} rows "
                          f"(valid 0..{V - 1})")
@@ -37,6 +40,16 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
 def _renorm_rows(weight, idx, max_norm, norm_type):
     """In place (outside autograd), as PyTorch: rows looked up with norm > max_norm are rescaled."""
     w = weight._data
+    if w.__class__ is not xp.ndarray:
+        # on the device: every looked-up row (repeats included, each writing the same value)
+        # rescaled where its norm exceeds max_norm; no unique(), no host sync
+        ns = B.namespace(w, idx)
+        rows = idx.reshape(-1)
+        norms = ns.linalg.norm(w[rows], ord=norm_type, axis=1)
+        scale = ns.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0).astype(w.dtype)
+        w[rows] = w[rows] * scale[:, None]
+        weight._version[0] += 1
+        return
     rows = xp.unique(idx)
     norms = xp.linalg.norm(w[rows], ord=norm_type, axis=1)
     big = norms > max_norm
@@ -67,6 +80,9 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         if _shape(per_sample_weights) != idx.shape:
             raise ValueError(f"{op}: per_sample_weights of shape {_shape(per_sample_weights)} must have the "
                              f"input's shape {idx.shape}")
+    if idx.__class__ is not xp.ndarray:
+        return _embedding_bag_device(idx, weight, offsets, max_norm, norm_type, mode, per_sample_weights,
+                                     include_last_offset, padding_idx, op)
     if idx.ndim == 2:
         if offsets is not None:
             raise ValueError(f"{op}: if input is 2D, then offsets has to be None, as input is treated as a "
@@ -125,4 +141,83 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         w = w / xp.maximum(counts, 1)[bag]
     emb = emb * Tensor._make(w[:, None].astype(weight.dtype))
     zeros = Tensor._make(xp.zeros((B, D), dtype=weight.dtype))
+    return _ops.index_add(zeros, 0, Tensor._make(bag), emb)
+
+
+def _embedding_bag_device(idx, weight, offsets, max_norm, norm_type, mode, per_sample_weights,
+                          include_last_offset, padding_idx, op):
+    """embedding_bag with the indices on the device.  A 2-D input (fixed-size bags) is a lookup and a
+    masked reduction over axis 1.  A 1-D input with offsets gives each entry its bag by a binary
+    search of the offsets (no host read) and sums with a scatter-add; mode='max' there reads the
+    offsets on the host once (the longest bag sets the block the maximum is taken over).  Offsets
+    are not value-checked on the device (docs/conventions.md, "Devices")."""
+    ns = B.namespace(idx)
+    V, D = _shape(weight)
+    if padding_idx is not None and padding_idx < 0:
+        padding_idx += V
+    psw = None if per_sample_weights is None else _ops.reshape(per_sample_weights, (-1,))
+    if idx.ndim == 2:
+        if offsets is not None:
+            raise ValueError(f"{op}: if input is 2D, then offsets has to be None, as input is treated as a "
+                             "mini-batch of fixed length sequences")
+        nb, n = idx.shape
+        emb = embedding(Tensor._make(idx), weight, None, max_norm, norm_type)          # (B, n, D)
+        keep = None if padding_idx is None else (idx != padding_idx)
+        if psw is not None:
+            emb = emb * _ops.reshape(psw, (nb, n, 1))
+        if mode == "max":
+            if keep is None:
+                return _ops.max(emb, 1).values
+            m = _ops.max(_ops.where(keep[:, :, None], emb, -xp.inf), 1).values
+            return _ops.where(keep.any(axis=1)[:, None], m, 0.0)
+        w = ns.ones(idx.shape, dtype=weight.dtype) if keep is None else keep.astype(weight.dtype)
+        if mode == "mean":
+            w = w / ns.maximum(w.sum(axis=1, keepdims=True), 1)
+        return _ops.sum(emb * Tensor._make(w[:, :, None]), 1)
+    if idx.ndim != 1:
+        raise ValueError(f"{op}: input has to be 1D or 2D Tensor, but got Tensor of dimension {idx.ndim}")
+    if offsets is None:
+        raise ValueError(f"{op}: offsets has to be a 1D Tensor but got None")
+    off = offsets._data if isinstance(offsets, Tensor) else ns.asarray(offsets)
+    if off.ndim != 1:
+        raise ValueError(f"{op}: offsets has to be a 1D Tensor, got shape {off.shape}")
+    off = off.astype(xp.int64)
+    L = idx.size
+    starts = off[:-1] if include_last_offset else off
+    nb = starts.size
+    pos = ns.arange(L)
+    bag = ns.searchsorted(starts, pos, side="right") - 1      # the bag of each entry
+    keep = bag >= 0
+    if include_last_offset:
+        keep &= pos < off[-1]
+    if padding_idx is not None:
+        keep &= idx != padding_idx
+    bag = ns.clip(bag, 0, max(nb - 1, 0))
+    emb = embedding(Tensor._make(idx), weight, None, max_norm, norm_type)             # (L, D)
+    if psw is not None:
+        emb = emb * _ops.unsqueeze(psw, 1)
+    if mode == "max":
+        # one host read of the offsets: the bags' lengths set the (B, longest, D) block
+        ho = B.to_host(off)
+        ends = B.to_host(ns.concatenate([off[1:], ns.asarray([L], dtype=xp.int64)]))[:nb] \
+            if not include_last_offset else ho[1:]
+        hk = B.to_host(keep)
+        hb = xp.repeat(xp.arange(nb), ends - ho[:nb])
+        k = xp.flatnonzero(hk[:hb.size])
+        kb = hb[k]
+        counts = xp.bincount(kb, minlength=nb)
+        lmax = max(int(counts.max()) if nb else 0, 1)
+        slot = xp.arange(k.size) - xp.searchsorted(kb, kb, side="left")
+        block = Tensor._make(ns.full((nb, lmax, D), -xp.inf, dtype=weight.dtype))
+        block = _ops.setitem(block, (ns.asarray(kb), ns.asarray(slot)),
+                             _ops.index_select(emb, 0, Tensor._make(ns.asarray(k))))
+        m = _ops.max(block, 1).values
+        return _ops.where(ns.asarray(counts == 0)[:, None], 0.0, m)
+    w = keep.astype(weight.dtype)
+    if mode == "mean":
+        counts = ns.zeros(nb, dtype=weight.dtype)
+        B.add_at(ns, counts, bag, w)
+        w = w / ns.maximum(counts, 1)[bag]
+    emb = emb * Tensor._make(w[:, None])
+    zeros = Tensor._make(ns.zeros((nb, D), dtype=weight.dtype))
     return _ops.index_add(zeros, 0, Tensor._make(bag), emb)

@@ -8,12 +8,18 @@ import numbers
 
 from varlens import ops as _ops
 from varlens.core.array import xp
+from varlens.core import array as B
 from varlens.core.tensor import Tensor
 from varlens.nn.functional._errors import ArgNotImplementedError, ArgRuntimeError
 from varlens.nn.functional._common import _check_int, _int_pair, _require_tensor, _shape
 from varlens.ops.nn.upsample import interpolate as _nearest2d
 from varlens.ops.nn import pad as _nn_pad_mod
 
+
+def _on_device_of(a, x):
+    """The host array ``a`` (indices or weights built from the geometry) on tensor x's device:
+    itself on the CPU, a copy to the device (no synchronisation) on CUDA."""
+    return B.to_namespace(a, B.namespace(x._data))
 
 
 def pad(input, pad, mode="constant", value=None):
@@ -44,7 +50,7 @@ def pad(input, pad, mode="constant", value=None):
             raise ArgRuntimeError(f"pad: reflect padding ({lo}, {hi}) must be smaller than the dimension size {n} "
                                   "(PyTorch raises RuntimeError)")
         idx = xp.pad(xp.arange(n), (lo, hi), mode=npmode)
-        out = _ops.index_select(out, d, Tensor._make(idx))
+        out = _ops.index_select(out, d, Tensor._make(_on_device_of(idx, input)))
     return out
 
 
@@ -106,7 +112,7 @@ def _block_args(kernel_size, dilation, padding, stride, op):
             _int_pair(padding, "padding", op, 0), _int_pair(stride, "stride", op, 1))
 
 
-def _blocks(H, W, k, d, p, s, op):
+def _blocks(H, W, k, d, p, s, op, x):
     Ho = (H + 2 * p[0] - d[0] * (k[0] - 1) - 1) // s[0] + 1
     Wo = (W + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1
     if Ho < 1 or Wo < 1:
@@ -114,7 +120,7 @@ def _blocks(H, W, k, d, p, s, op):
                            f"{Ho} x {Wo} blocks for a spatial size of ({H}, {W}); it is too small")
     ih = (xp.arange(k[0])[:, None] * d[0] + xp.arange(Ho)[None, :] * s[0])   # (kh, Ho)
     iw = (xp.arange(k[1])[:, None] * d[1] + xp.arange(Wo)[None, :] * s[1])   # (kw, Wo)
-    key = (slice(None), slice(None), ih[:, None, :, None], iw[None, :, None, :])
+    key = (slice(None), slice(None), _on_device_of(ih[:, None, :, None], x), _on_device_of(iw[None, :, None, :], x))
     return Ho, Wo, key
 
 
@@ -129,7 +135,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     unb = input.ndim == 3
     x = _ops.unsqueeze(input, 0) if unb else input
     N, C, H, W = _shape(x)
-    Ho, Wo, key = _blocks(H, W, k, d, p, s, op)
+    Ho, Wo, key = _blocks(H, W, k, d, p, s, op, x)
     if p != (0, 0):
         x = pad(x, (p[1], p[1], p[0], p[0]))
     cols = _ops.reshape(_ops.getitem(x, key), (N, C * k[0] * k[1], Ho * Wo))
@@ -151,7 +157,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     if CK % (k[0] * k[1]):
         raise RuntimeError(f"{op}: expected size of input's dimension 1 to be divisible by the product of "
                            f"kernel_size, but got input.size(1)={CK} and kernel_size={k}")
-    Ho, Wo, key = _blocks(o[0], o[1], k, d, p, s, op)
+    Ho, Wo, key = _blocks(o[0], o[1], k, d, p, s, op, x)
     if Ho * Wo != L:
         raise RuntimeError(f"{op}: given output_size={o}, kernel_size={k}, dilation={d}, padding={p}, "
                            f"stride={s}, expected size of input's dimension 2 to match the calculated number "
@@ -225,7 +231,7 @@ def _apply_matrices(x, mats):
         if A is None:
             continue
         xm = _ops.movedim(x, ax, -1) if ax != x.ndim - 1 else x
-        y = _ops.matmul(xm, Tensor._make(xp.ascontiguousarray(A.T).astype(x.dtype)))
+        y = _ops.matmul(xm, Tensor._make(_on_device_of(xp.ascontiguousarray(A.T).astype(x.dtype), x)))
         x = _ops.movedim(y, -1, ax) if ax != x.ndim - 1 else y
     return x
 
@@ -290,7 +296,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         out = input
         for j, (L, Lo, sc) in enumerate(zip(ins, outs, scales)):
             idx = _nearest_index(L, Lo, sc, mode == "nearest-exact")
-            out = _ops.index_select(out, 2 + j, Tensor._make(idx))
+            out = _ops.index_select(out, 2 + j, Tensor._make(_on_device_of(idx, input)))
         return out
     if mode == "area":
         mats = [None if L == Lo else _adaptive_matrix(L, Lo) for L, Lo in zip(ins, outs)]

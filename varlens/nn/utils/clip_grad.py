@@ -7,6 +7,9 @@ step is kept and its length capped.  ``clip_grad_value_`` clamps each entry to
 ``[-clip_value, clip_value]``, which changes the direction.
 
 These act on ``.grad`` arrays in place between ``backward()`` and ``optimizer.step()``.
+On a CUDA device everything stays there: the norm is a 0-d device tensor and the gradients are
+scaled by a device-side factor, with no host read (``error_if_nonfinite=True`` reads the norm
+on the host, the one synchronisation, as in PyTorch).
 """
 from __future__ import annotations
 
@@ -44,7 +47,7 @@ def _norm_type(name, norm_type):
 
 def _vector_norm(a, p):
     """The p-norm of an array seen as one vector (p = inf, -inf, 0 and any real p)."""
-    xp = B.xp
+    xp = B.namespace(a)
     if a.size == 0:
         return xp.zeros((), dtype=a.dtype)
     if p == 2:  # (before |a|: the dot product needs no copy)
@@ -68,13 +71,14 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     p = _norm_type("get_total_norm", norm_type)
     if not ts:
         return Tensor._make(B.xp.zeros((), dtype=DT.get_default_dtype()))
-    norms = B.xp.stack([_vector_norm(t._data, p) for t in ts])
+    xp = B.namespace(ts[0]._data)     # (tensors on several devices: their norms meet on the first's)
+    norms = xp.stack([B.to_namespace(_vector_norm(t._data, p), xp) for t in ts])
     total = _vector_norm(norms, p)
-    if error_if_nonfinite and not bool(B.xp.isfinite(total)):
+    if error_if_nonfinite and not bool(xp.isfinite(total)):   # the one host read, only when asked
         raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` is "
                            "non-finite, so it cannot be clipped. To disable this error and scale the "
                            "gradients by the non-finite norm anyway, set `error_if_nonfinite=False`")
-    return Tensor._make(B.xp.asarray(total))
+    return Tensor._make(xp.asarray(total))
 
 
 def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
@@ -83,8 +87,10 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
     _check_max(max_norm)
     tn = total_norm._data if isinstance(total_norm, Tensor) else B.xp.asarray(total_norm)
     coef = max_norm / (tn + 1e-6)
-    coef = B.xp.minimum(coef, 1.0).astype(tn.dtype)
-    scale = not (coef == 1.0)  # under max_norm: x * 1 is x exactly, so the pass is skipped
+    coef = B.namespace(coef).minimum(coef, 1.0).astype(tn.dtype)
+    # under max_norm x * 1 is x exactly, so the host skips the pass; a device multiplies anyway
+    # (deciding would read the norm on the host, a synchronisation)
+    scale = B.is_device_array(coef) or not (coef == 1.0)
     with B.xp.errstate(invalid="ignore"):       # a non-finite norm gives NaNs, as in PyTorch
         for p in ps:
             g = p.grad
@@ -127,5 +133,5 @@ def clip_grad_value_(parameters, clip_value, foreach=None):
     for p in ps:
         g = p.grad
         if g is not None:
-            B.xp.clip(g._data, -c, c, out=g._data)
+            B.namespace(g._data).clip(g._data, -c, c, out=g._data)
             g._version[0] += 1

@@ -25,6 +25,7 @@ import numpy as np
 
 from varlens import ops as _ops
 from varlens.core.array import xp
+from varlens.core import array as B
 from varlens.core.tensor import Tensor
 from varlens import ops
 
@@ -32,10 +33,18 @@ from varlens import ops
 def _lengths_array(lengths):
     if isinstance(lengths, Tensor):
         lengths = lengths._data
+    if B.is_device_array(lengths):   # lengths are host data (PyTorch's rule too)
+        raise RuntimeError("'lengths' argument should be a 1D CPU int64 tensor, but got a tensor on "
+                           "cuda:0 (pass lengths.cpu())")
     arr = np.asarray(lengths)
     if arr.ndim != 1 or arr.dtype.kind not in "iu":
         raise TypeError(f"lengths must be a 1-D sequence of ints, got {arr.dtype} array of shape {arr.shape}")
     return arr.astype(np.int64)
+
+
+def _like(a, t):
+    """The host array a (built from the lengths) on tensor t's device (a copy there on CUDA)."""
+    return B.to_namespace(a, B.namespace(t._data))
 
 
 class PackedSequence:
@@ -67,7 +76,7 @@ class PackedSequence:
         order = self.sorted_indices._data
         pieces = []
         for t, n in enumerate(self.batch_sizes._data):
-            pieces.append(self.padded[t][Tensor._make(order[:n])])
+            pieces.append(self.padded[t][Tensor._make(_like(order[:n], self.padded))])
         return _ops.cat(pieces, dim=0)
 
     def __repr__(self):
@@ -101,15 +110,15 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
         raise TypeError(f"pad_packed_sequence: expected a PackedSequence, got {type(sequence).__name__}")
     x = sequence.padded
     if padding_value != 0.0:
-        m = Tensor._make(sequence.mask.reshape(sequence.mask.shape + (1,) * (x.ndim - 2)).astype(x.dtype))
+        m = Tensor._make(_like(sequence.mask.reshape(sequence.mask.shape + (1,) * (x.ndim - 2)).astype(x.dtype), x))
         x = x * m + (1 - m) * padding_value
     if total_length is not None:
         if total_length < x.shape[0]:
             raise ValueError(f"pad_packed_sequence: total_length={total_length} is smaller than the longest "
                              f"sequence ({x.shape[0]})")
         if total_length > x.shape[0]:
-            pad = Tensor._make(np.full((total_length - x.shape[0],) + tuple(x.shape[1:]), padding_value,
-                                       dtype=x.dtype))
+            pad = Tensor._make(_like(np.full((total_length - x.shape[0],) + tuple(x.shape[1:]), padding_value,
+                                             dtype=x.dtype), x))
             x = _ops.cat([x, pad], dim=0)
     if batch_first:
         x = _ops.transpose(x, 0, 1)
@@ -128,7 +137,7 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
     rows = []
     for s in seqs:
         if s.shape[0] < L:
-            pad = Tensor._make(np.full((L - s.shape[0],) + tuple(s.shape[1:]), padding_value, dtype=s.dtype))
+            pad = Tensor._make(_like(np.full((L - s.shape[0],) + tuple(s.shape[1:]), padding_value, dtype=s.dtype), s))
             s = _ops.cat([s, pad] if padding_side == "right" else [pad, s], dim=0)
         rows.append(s)
     return _ops.stack(rows, dim=0 if batch_first else 1)
@@ -146,8 +155,9 @@ def invert_permutation(permutation):
     if permutation is None:
         return None
     p = permutation._data if isinstance(permutation, Tensor) else xp.asarray(permutation)
-    out = xp.empty_like(p)
-    out[p] = xp.arange(p.size, dtype=p.dtype)
+    lib = B.namespace(p)
+    out = lib.empty_like(p)
+    out[p] = lib.arange(p.size, dtype=p.dtype)
     return Tensor._make(out)
 
 

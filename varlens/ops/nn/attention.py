@@ -19,6 +19,7 @@ import math
 from varlens.core.function import Function
 from varlens.core import array as B
 from varlens.core.array import xp
+from varlens.core.array import xp as _np   # the host library: the compiled kernel's side
 from varlens.ops.kernels import rows as _KR
 from varlens.ops.index import masked_fill
 from varlens.ops.linalg import matmul
@@ -26,11 +27,11 @@ from varlens.ops.reduce import softmax
 from varlens.ops.shape import transpose
 from varlens.core import grad_mode
 from varlens.core.tensor import Tensor
-from varlens.random import _gen
+from varlens.random import generator_for
 
 
 def _swap(a):
-    return xp.swapaxes(a, -1, -2)
+    return a.swapaxes(-1, -2)   # (the array's own method: host or device)
 
 
 class SDPA(Function):
@@ -39,8 +40,9 @@ class SDPA(Function):
     differentiable_backward = False
 
     def forward(self, q, k, v, mask, dropout_mask, scale, p_drop):
+        xp = self.xp
         L, S = q.shape[-2], k.shape[-2]
-        if dropout_mask is None and scale > 0 and (mask is None or mask is causal_mask(L, S)) \
+        if xp is _np and dropout_mask is None and scale > 0 and (mask is None or mask is causal_mask(L, S)) \
                 and q.dtype == xp.float32 and k.dtype == q.dtype and v.dtype == q.dtype \
                 and q.ndim >= 2 and q.size and _KR.kernel_ok(s := B.matmul(q, _swap(k))):
             # float32, no mask or the causal one: scale, mask and softmax in one compiled pass
@@ -92,16 +94,28 @@ class SDPA(Function):
         s = matmul(q, transpose(k, -2, -1)) * scale
         if mask is not None:
             m = mask._data if hasattr(mask, "_data") else mask
-            s = masked_fill(s, ~m, -float("inf")) if m.dtype == bool else s + mask
+            s = masked_fill(s, Tensor._make(~m), -float("inf")) if m.dtype == bool else s + mask
         p = softmax(s, -1)
         if dropout_mask is not None:
             p = p * dropout_mask * (1.0 / (1.0 - p_drop))
         return matmul(p, v)
 
 
-def causal_mask(L, S):
-    """Boolean (L, S) mask, True where query i may attend to key j <= i (top-left aligned, as PyTorch)."""
-    return B._const(("causal_mask", L, S), lambda: xp.tril(xp.ones((L, S), dtype=bool)))  # read-only, shared
+def causal_mask(L, S, ns=None):
+    """Boolean (L, S) mask, True where query i may attend to key j <= i (top-left aligned, as PyTorch);
+    on the host (read-only, shared) or, given a device library ``ns``, on that device (cached too)."""
+    if ns is None or ns is _np:
+        return B._const(("causal_mask", L, S), lambda: xp.tril(xp.ones((L, S), dtype=bool)))
+    key = (id(ns), L, S)
+    m = _DEVICE_MASKS.get(key)
+    if m is None:
+        if len(_DEVICE_MASKS) >= 64:
+            _DEVICE_MASKS.clear()
+        m = _DEVICE_MASKS[key] = ns.tril(ns.ones((L, S), dtype=bool))
+    return m
+
+
+_DEVICE_MASKS = {}   # (library, L, S) -> the causal mask on that device (never written to)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
@@ -121,17 +135,20 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     L, S = query.shape[-2], key.shape[-2]
     sc = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     mask = None
+    qd = query._data
+    ns = _np if qd.__class__ is _np.ndarray else B.namespace(qd)   # the query's device
     if attn_mask is not None:
-        mask = attn_mask._data if isinstance(attn_mask, Tensor) else xp.asarray(attn_mask)
+        mask = attn_mask._data if isinstance(attn_mask, Tensor) else \
+            attn_mask if B.is_array(attn_mask) else xp.asarray(attn_mask)
         if mask.dtype != bool:
             mask = mask.astype(query.dtype)
     if is_causal:
         if attn_mask is not None:
             raise RuntimeError("scaled_dot_product_attention: pass either attn_mask or is_causal=True, not both")
-        mask = causal_mask(L, S)
+        mask = causal_mask(L, S, ns)
     dmask = None
     if dropout_p > 0.0:
-        g = _gen(generator)
+        g = generator_for(ns, generator)   # drawn on the query's device
         shape = tuple(query.shape[:-1]) + (S,)
         dmask = (g.random(shape) >= dropout_p).astype(query.dtype)
     if grad_mode._enabled[0] and ((isinstance(attn_mask, Tensor) and attn_mask.requires_grad and not is_causal)

@@ -19,7 +19,7 @@ from varlens.ops.pointwise import clamp, log
 EPSILON = 1e-12     # PyTorch's floor on x (1 - x) in the gradient
 
 
-def _logs(x):
+def _logs(x, xp=xp):
     with xp.errstate(divide="ignore"):
         return xp.maximum(xp.log(x), -100.0), xp.maximum(xp.log1p(-x), -100.0)
 
@@ -30,7 +30,7 @@ class BinaryCrossEntropy(Function):
     differentiable_backward = False
 
     def forward(self, x, y, w=None):
-        lx, l1x = _logs(x)
+        lx, l1x = _logs(x, self.xp)
         out = -(y * lx + (1 - y) * l1x)
         if w is not None:
             out = out * w
@@ -40,6 +40,7 @@ class BinaryCrossEntropy(Function):
     def backward(self, g):
         """d/dx = w (x - y) / max(x (1 - x), 1e-12) (PyTorch's form, finite at x = 0 and 1);
         d/dy = w (log(1 - x) - log x)."""
+        xp = self.xp
         x, y, w = self.saved
         gx = gy = None
         if self.next[0] is not None:

@@ -26,6 +26,13 @@ columns between output rows, which are dropped (forward) or given a zero gradien
 (backward).  col2im is likewise kh*kw adds of long runs.
 
 Pooling loops over the kh*kw window offsets in the same way.
+
+On the CUDA device (CuPy, or the simulated library) the same im2col path runs with the
+device's namespace: the receptive fields are one ``as_strided`` view copied into the
+columns, the layer is one (batched) GEMM and col2im is kh*kw strided slice-adds.  The
+shifted-rows and per-sample layouts, the scratch buffers and the GEMV split are tuned for
+the CPU's BLAS and stay host-only.  The module-level ``xp`` below is the host namespace,
+used only by those host paths; every op reads its inputs' library as ``self.xp``.
 """
 from __future__ import annotations
 
@@ -38,6 +45,7 @@ from varlens.ops.linalg import matmul
 from varlens.ops.shape import cat, permute, reshape, squeeze, transpose, unsqueeze
 
 _as_strided = xp.lib.stride_tricks.as_strided
+_as_strided_host_ns = xp
 
 # The im2col matrix is kept from forward to backward when it has at most this many
 # elements (it is needed for the weight gradient); bigger ones are rebuilt in backward
@@ -70,8 +78,9 @@ def _out_len(n, k, s, p0, p1, d):
     return (n + p0 + p1 - d * (k - 1) - 1) // s + 1
 
 
-def _pad(x, pads, value=0.0):
-    """Copy of x (N, C, H, W) with pads = (top, bottom, left, right) filled with value."""
+def _pad(xp, x, pads, value=0.0):
+    """Copy of x (N, C, H, W) with pads = (top, bottom, left, right) filled with value
+    (``xp``: x's array library)."""
     pt, pb, pl, pr = pads
     if not (pt or pb or pl or pr):
         return x
@@ -86,7 +95,7 @@ def _window(k, d, s, n):
     return slice(k * d, k * d + s * (n - 1) + 1, s)
 
 
-def _im2col(xp_, kh, kw, sh, sw, dh, dw, Ho, Wo, per_sample=False):
+def _im2col(xp, xp_, kh, kw, sh, sw, dh, dw, Ho, Wo, per_sample=False):
     """Receptive fields of the padded input, copied once into a contiguous buffer.
 
     A strided view (no copy) with axes (C, kh, kw, N, Ho, Wo) -- or (N, C, kh, kw, Ho, Wo)
@@ -99,10 +108,13 @@ def _im2col(xp_, kh, kw, sh, sw, dh, dw, Ho, Wo, per_sample=False):
         shape, strides = (N, C, kh, kw, Ho, Wo), (sN, sC, sH * dh, sW * dw, sH * sh, sW * sw)
     else:
         shape, strides = (C, kh, kw, N, Ho, Wo), (sC, sH * dh, sW * dw, sN, sH * sh, sW * sw)
-    return xp.ascontiguousarray(_as_strided(xp_, shape, strides, writeable=False))
+    if xp is _as_strided_host_ns:
+        return xp.ascontiguousarray(_as_strided(xp_, shape, strides, writeable=False))
+    # CuPy's as_strided takes no ``writeable``; the view is only read here
+    return xp.ascontiguousarray(xp.lib.stride_tricks.as_strided(xp_, shape, strides))
 
 
-def _col2im(gcol, shape, kh, kw, sh, sw, dh, dw, per_sample=False, out=None):
+def _col2im(xp, gcol, shape, kh, kw, sh, sw, dh, dw, per_sample=False, out=None):
     """Adjoint of _im2col: add the column gradients onto zeros of shape (N, C, Hp, Wp)
     (or onto ``out``).  One strided slice-add per kernel offset (kh*kw of them), each over
     the whole batch.
@@ -220,6 +232,7 @@ class Conv2dFn(Function):
     differentiable_backward = False
 
     def forward(self, x, w, b, stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1), groups=1):
+        xp = self.xp
         N, C, H, W = x.shape
         O, Cg, kh, kw = w.shape
         sh, sw = stride
@@ -231,14 +244,15 @@ class Conv2dFn(Function):
                 f"conv2d: the input of spatial size ({H}, {W}) with padding {pads} is smaller than the "
                 f"(dilated) kernel ({dh * (kh - 1) + 1}, {dw * (kw - 1) + 1}); the output would be "
                 f"({Ho}, {Wo})")
-        xpd = _pad(x, pads)
+        xpd = _pad(xp, x, pads)
         self.w = w
         self.geom = (x.shape, xpd.shape, stride, pads, dilation, groups, Ho, Wo)
-        self.shifted = shifted = (sh == 1 and sw == 1 and groups == 1
+        host = xp is _as_strided_host_ns   # the shifted-rows and per-sample layouts are CPU-only
+        self.shifted = shifted = (host and sh == 1 and sw == 1 and groups == 1
                                   and xpd.shape[3] <= SHIFTED_MAX_WASTE * Wo)
         if shifted:
             return self._shifted_forward(xp.ascontiguousarray(xpd), w, b, Ho, Wo)
-        ps = groups == 1 and Ho * Wo >= PER_SAMPLE_MIN_PIXELS
+        ps = host and groups == 1 and Ho * Wo >= PER_SAMPLE_MIN_PIXELS
         K = Cg * kh * kw
         M = N * Ho * Wo
         Og = O // groups
@@ -250,7 +264,7 @@ class Conv2dFn(Function):
             W2 = xp.ascontiguousarray(w.reshape(O, K))  # contiguous, or the broadcast GEMM leaves BLAS
             out = xp.empty((N, O, Ho * Wo), dtype=xp.result_type(x, w))
             for s0 in range(0, N, nb):
-                cols = _im2col(xpd[s0:s0 + nb], kh, kw, sh, sw, dh, dw, Ho, Wo, True)
+                cols = _im2col(xp, xpd[s0:s0 + nb], kh, kw, sh, sw, dh, dw, Ho, Wo, True)
                 xp.matmul(W2, cols.reshape(-1, K, Ho * Wo), out=out[s0:s0 + nb])
             out = out.reshape(N, O, Ho, Wo)
             if b is not None:
@@ -258,7 +272,7 @@ class Conv2dFn(Function):
             single = nb >= N
             self.cols, self.xpd = (cols, None) if single else (None, xpd)
             return out
-        cols = _im2col(xpd, kh, kw, sh, sw, dh, dw, Ho, Wo)
+        cols = _im2col(xp, xpd, kh, kw, sh, sw, dh, dw, Ho, Wo)
         # one product over the batch, then one transposing copy to NCHW
         if groups == 1:
             res = w.reshape(O, K) @ cols.reshape(K, M)
@@ -426,6 +440,7 @@ class Conv2dFn(Function):
     def backward(self, g):
         if self.shifted:
             return self._shifted_backward(g)
+        xp = self.xp
         (N, C, H, W), pshape, (sh, sw), pads, (dh, dw), groups, Ho, Wo = self.geom
         w = self.w
         O, Cg, kh, kw = w.shape
@@ -445,11 +460,11 @@ class Conv2dFn(Function):
                 gc = gn[s0:s0 + nb]
                 if gw2 is not None:  # dL/dW = sum_n g[n] @ cols[n]^T
                     cols = self.cols if self.cols is not None else \
-                        _im2col(self.xpd[s0:s0 + nb], kh, kw, sh, sw, dh, dw, Ho, Wo, True)
+                        _im2col(xp, self.xpd[s0:s0 + nb], kh, kw, sh, sw, dh, dw, Ho, Wo, True)
                     gw2 += xp.matmul(gc, cols.reshape(-1, K, HW).transpose(0, 2, 1)).sum(axis=0)
                 if gxp is not None:  # cols_grad[n] = W^T @ g[n], then col2im
                     gcol = xp.matmul(WT, gc).reshape(-1, C, kh, kw, Ho, Wo)
-                    _col2im(gcol, None, kh, kw, sh, sw, dh, dw, True, out=gxp[s0:s0 + nb])
+                    _col2im(xp, gcol, None, kh, kw, sh, sw, dh, dw, True, out=gxp[s0:s0 + nb])
             if gxp is not None:
                 pt, pb, pl, pr = pads
                 gx = gxp[:, :, pt:pt + H, pl:pl + W] if (pt or pb or pl or pr) else gxp
@@ -461,13 +476,13 @@ class Conv2dFn(Function):
                 gcol = wg[0].T @ gm[0]
             else:
                 gcol = xp.matmul(wg.transpose(0, 2, 1), gm)
-            gxp = _col2im(gcol.reshape(C, kh, kw, N, Ho, Wo), pshape, kh, kw, sh, sw, dh, dw)
+            gxp = _col2im(xp, gcol.reshape(C, kh, kw, N, Ho, Wo), pshape, kh, kw, sh, sw, dh, dw)
             pt, pb, pl, pr = pads
             gx = gxp[:, :, pt:pt + H, pl:pl + W] if (pt or pb or pl or pr) else gxp
         if n[1] is not None:
             cols = self.cols
             if cols is None:
-                cols = _im2col(self.xpd, kh, kw, sh, sw, dh, dw, Ho, Wo)
+                cols = _im2col(xp, self.xpd, kh, kw, sh, sw, dh, dw, Ho, Wo)
             if groups == 1:
                 gw = (gm[0] @ cols.reshape(K, M).T).reshape(w.shape)
             else:
@@ -514,6 +529,7 @@ class ConvTranspose2dFn(Function):
 
     def forward(self, x, w, b, stride=(1, 1), padding=(0, 0), output_padding=(0, 0), groups=1,
                 dilation=(1, 1)):
+        xp = self.xp
         N, Cin, H, W = x.shape
         _, Cog, kh, kw = w.shape
         Cout = Cog * groups
@@ -533,7 +549,7 @@ class ConvTranspose2dFn(Function):
             gcol = wg[0].T @ xm[0]
         else:
             gcol = xp.matmul(wg.transpose(0, 2, 1), xm)
-        full = _col2im(gcol.reshape(Cout, kh, kw, N, H, W), (N, Cout, Hf, Wf), kh, kw, sh, sw, dh, dw)
+        full = _col2im(xp, gcol.reshape(Cout, kh, kw, N, H, W), (N, Cout, Hf, Wf), kh, kw, sh, sw, dh, dw)
         ph, pw = padding
         out = full[:, :, ph:ph + Ho, pw:pw + Wo]
         if b is not None:
@@ -546,14 +562,15 @@ class ConvTranspose2dFn(Function):
         return out
 
     def backward(self, g):
+        xp = self.xp
         (N, Cin, H, W), fshape, (sh, sw), (ph, pw), (dh, dw), groups, Ho, Wo = self.geom
         w = self.w
         _, Cog, kh, kw = w.shape
         Cig = Cin // groups
         K, M = Cog * kh * kw, N * H * W
         n = self.next
-        gfull = _pad(g, (ph, fshape[2] - Ho - ph, pw, fshape[3] - Wo - pw))
-        cols = _im2col(gfull, kh, kw, sh, sw, dh, dw, H, W).reshape(groups, K, M)
+        gfull = _pad(xp, g, (ph, fshape[2] - Ho - ph, pw, fshape[3] - Wo - pw))
+        cols = _im2col(xp, gfull, kh, kw, sh, sw, dh, dw, H, W).reshape(groups, K, M)
         gx = gw = gb = None
         wg = w.reshape(groups, Cig, K)
         if n[0] is not None:

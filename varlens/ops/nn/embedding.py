@@ -1,9 +1,12 @@
 """Embedding lookup as one op: out = W[idx];  dL/dW adds each output row's cotangent at its index
 (repeated indices accumulate), as the adjoint of indexing."""
 from __future__ import annotations
+from varlens.core import array as B
 from varlens.core import primitives as D
 from varlens.core.function import Function
-from varlens.core.array import xp
+from varlens.core.array import xp as _np
+
+_ndarray = _np.ndarray
 
 
 class Embedding(Function):
@@ -13,11 +16,12 @@ class Embedding(Function):
 
     def forward(self, w, idx, padding_idx=None):
         self.idx, self.wshape, self.pad = idx, w.shape, padding_idx
-        return xp.take(w, idx, axis=0)
+        return self.xp.take(w, idx, axis=0)
 
     def backward(self, g):
+        xp = self.xp
         shape, idx = self.wshape, self.idx
-        if isinstance(g, xp.ndarray):
+        if g.__class__ is _ndarray:
             dw = xp.zeros(shape, dtype=g.dtype)
             flat = idx.reshape(-1)
             g2 = g.reshape(flat.size, -1)
@@ -31,9 +35,19 @@ class Embedding(Function):
             if self.pad is not None:
                 dw[self.pad] = 0
             return dw, None
-        dw = D.index_scatter(g, idx, shape)
+        if B.is_device_array(g):
+            # on the device: one scatter-add of the rows (atomic adds; no sort, no host sync)
+            dw = xp.zeros(shape, dtype=g.dtype)
+            flat = idx.reshape(-1)
+            if flat.size:
+                B.add_at(xp, dw.reshape(shape[0], -1), flat, g.reshape(flat.size, -1))
+            if self.pad is not None:
+                dw[self.pad] = 0
+            return dw, None
+        dw = D.index_scatter(g, idx, shape)   # a Tensor cotangent (create_graph): recorded
         if self.pad is not None:
-            m = xp.ones((shape[0],) + (1,) * (len(shape) - 1), dtype=g.dtype)
+            ns = B.namespace(g._data)
+            m = ns.ones((shape[0],) + (1,) * (len(shape) - 1), dtype=g.dtype)
             m[self.pad] = 0
             dw = dw * m
         return dw, None

@@ -28,7 +28,10 @@ class Linear(Function):
         if x.dtype is not w.dtype and x.dtype != w.dtype:  # one comparison: dtypes are singletons
             _dtype_mismatch(x, w)
         self.save_for_backward(x, w)
-        y = _dot(x, w.T) if x.ndim == 2 else B.matmul(x, w.T)  # (np.dot: less dispatch than @ in 2-D)
+        if x.ndim == 2 and x.__class__ is _ndarray:
+            y = _dot(x, w.T)              # (np.dot: less dispatch than @ in 2-D)
+        else:
+            y = B.matmul(x, w.T)          # (N-D, or a device array: its library's GEMM)
         if b is not None:
             y += b
         return y

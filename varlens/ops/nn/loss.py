@@ -19,8 +19,10 @@ from varlens.ops.shape import reshape
 from varlens.ops.activation import softplus
 from varlens.ops.pointwise import exp
 from varlens.core.array import xp
+from varlens.core.array import xp as _np   # the host library (NumPy): the compiled kernels' side
 from varlens.ops.pointwise import torch_dtype_name, torch_dtype_name as n
 from varlens.core.primitives import _sigmoid_array
+from varlens.core.tensor import Tensor
 
 
 class CrossEntropy(Function):
@@ -40,6 +42,7 @@ class CrossEntropy(Function):
 
     def forward(self, z, target, weight=None, ignore_index=-100, label_smoothing=0.0,
                 reduction="mean", probs=False, all_real=None):
+        xp = self.xp
         if z.dtype.kind in "biu":
             raise NotImplementedError(
                 f'"log_softmax_lastdim_kernel_impl" not implemented for \'{torch_dtype_name(z.dtype)}\': '
@@ -51,6 +54,9 @@ class CrossEntropy(Function):
             # softmax below, and the fast path's flat indices assume rows are contiguous
             z2 = xp.ascontiguousarray(z2)
         M, C = z2.shape
+        if xp is not _np:   # a device array: the general path below, with no value read on the host
+            return self._forward_device(xp, z, z2, target, weight, ignore_index, label_smoothing, reduction,
+                                        probs)
         if not probs and weight is None and not label_smoothing and reduction != "none" and M \
                 and target.dtype == xp.int64 and target.size == M and target.flags.c_contiguous \
                 and _KR.kernel_ok(z2) and (
@@ -116,10 +122,57 @@ class CrossEntropy(Function):
 
     fast = False
 
+    def _forward_device(self, xp, z, z2, target, weight, ignore_index, eps, reduction, probs):
+        """The general path on the device: softmax rows, the target distribution's loss, and a
+        'mean' whose denominator stays a device value (0/0 = NaN when every target is ignored,
+        as PyTorch), so nothing is read on the host."""
+        M, C = z2.shape
+        m = z2.max(axis=1, keepdims=True)
+        e = xp.exp(z2 - m)
+        s = e.sum(axis=1, keepdims=True)
+        e /= s
+        lse = xp.log(s) + m
+        self.p, self.lse, self.zshape, self.reduction = e, lse, z.shape, reduction
+        self.weight, self.eps, self.probs = weight, eps, probs
+        if probs:
+            y2 = _to_rows(target)
+            q = y2 * (1 - eps) + eps / C if eps else y2
+            if weight is not None:
+                q = q * weight
+            loss = -((z2 - lse) * q).sum(axis=1)
+            self.q, self.tshape, self.denom = q, target.shape, M
+            self.save_for_backward(z)
+        else:
+            t = target.reshape(-1)
+            valid = t != ignore_index
+            tt = xp.where(valid, t, 0)
+            wy = weight[tt] * valid if weight is not None else valid.astype(z.dtype)
+            nll = lse[:, 0] - xp.take_along_axis(z2, tt[:, None], axis=1)[:, 0]
+            loss = nll * wy if eps == 0 else nll * (wy * (1 - eps))
+            if eps:
+                smooth = C * lse[:, 0] - z2.sum(axis=1) if weight is None else lse[:, 0] * weight.sum() - z2 @ weight
+                loss += (eps / C) * smooth * valid
+            self.tt, self.wy, self.valid, self.tshape = tt, wy, valid, target.shape
+            self.denom = wy.sum()
+        loss = loss.astype(z.dtype, copy=False)
+        if reduction == "mean":
+            with xp.errstate(invalid="ignore", divide="ignore"):
+                return (loss.sum() / self.denom).astype(z.dtype)
+        if reduction == "sum":
+            return loss.sum().astype(z.dtype)
+        return loss.reshape(self.tshape if not probs else _row_shape(z.shape))
+
     def backward(self, g):
+        xp = self.xp
         p, C = self.p, self.p.shape[1]
         M = p.shape[0]
         red = self.reduction
+        if xp is not _np and red == "mean" and not self.probs:
+            # the device's 'mean': g / denom, and 0 (PyTorch's gradient) when every target is ignored
+            d = self.denom
+            nz = d != 0
+            g = xp.where(nz, g, 0) / xp.where(nz, d, 1)
+            red = "sum"
         if self.fast:  # d/dz of mean/sum of (logsumexp(z) - z_t) is (softmax(z) - onehot(t)) * g / M
             if g.__class__ is _ndarray and g.ndim == 0:
                 g = float(g)  # a Python float keeps p's dtype and skips 0-d array arithmetic
@@ -182,15 +235,17 @@ class CrossEntropy(Function):
             denom = zr.shape[0]
         else:
             t = target._data.reshape(-1) if hasattr(target, "_data") else target.reshape(-1)
+            ns = B.namespace(t)
             valid = t != ignore_index
-            tt = xp.where(valid, t, 0)
-            wv = weight if weight is not None else xp.ones(C, dtype=zr.dtype)
-            q = xp.zeros(zr.shape, dtype=zr.dtype)
-            q[xp.arange(len(t)), tt] = (1 - eps) * wv[tt]
+            tt = ns.where(valid, t, 0)
+            wv = weight if weight is not None else ns.ones(C, dtype=zr.dtype)
+            q = ns.zeros(zr.shape, dtype=zr.dtype)
+            q[ns.arange(len(t)), tt] = (1 - eps) * wv[tt]
             q += (eps / C) * wv
             q *= valid[:, None]
             loss = -_reduce_sum(logp * q, 1)
-            denom = float((wv[tt] * valid).sum())
+            denom = (wv[tt] * valid).sum()
+            denom = float(denom) if ns is _np else Tensor._make(denom.astype(zr.dtype))  # (no host read)
             tshape = tuple(target.shape)
         if reduction == "mean":
             return _reduce_sum(loss) / denom
@@ -233,6 +288,9 @@ def _row_shape(zshape):
 def _softplus_neg(x):
     """log(1 + e^-x) elementwise, without overflow: max(-x, 0) + log1p(e^-|x|).
     (NumPy's logaddexp(0, -x) computes the same but is several times slower.)"""
+    if x.__class__ is not _ndarray:   # a device array: the same composite in its library
+        ns = B.namespace(x)
+        return ns.maximum(-x, 0) + ns.log1p(ns.exp(-ns.abs(x)))
     t = xp.abs(x)
     xp.negative(t, out=t)
     xp.exp(t, out=t)
@@ -264,6 +322,7 @@ class BCEWithLogits(Function):
     def forward(self, x, y, weight=None, pos_weight=None):
         if y.dtype.kind in "biu" or x.dtype.kind in "biu":
             _bce_dtype(x, y)
+        xp = self.xp
         self.save_for_backward(x, y, weight, pos_weight)
         sp = _softplus_neg(x) if x.ndim else xp.logaddexp(0, -x)  # log(1 + e^-x) = -log s(x)
         if pos_weight is None:
@@ -283,9 +342,10 @@ class BCEWithLogits(Function):
             gx = s - y if pw is None else (1 - y + pw * y) * s - pw * y
             gx = g * gx if w is None else g * w * gx
         if n[1] is not None:
-            if isinstance(x, xp.ndarray) and x.ndim:  # log s(x) = -log(1 + e^-x), without overflow
+            xp = self.xp
+            if B.is_array(x) and x.ndim:  # log s(x) = -log(1 + e^-x), without overflow
                 ls_pos, ls_neg = -_softplus_neg(x), -_softplus_neg(-x)
-            elif isinstance(x, xp.ndarray):
+            elif B.is_array(x):
                 ls_pos, ls_neg = -xp.logaddexp(0, -x), -xp.logaddexp(0, x)
             else:
                 ls_pos, ls_neg = -softplus(-x), -softplus(x)
@@ -326,7 +386,7 @@ class KLStdNormal(Function):
     differentiable_backward = False
 
     def forward(self, mu, logvar):
-        v = xp.exp(logvar)
+        v = self.xp.exp(logvar)
         self.v = v
         self.save_for_backward(mu)
         t = v - logvar
@@ -336,7 +396,7 @@ class KLStdNormal(Function):
 
     def backward(self, g):
         mu, v = self.saved[0], self.v
-        gc = xp.asarray(g)[..., None] if mu.ndim else g
+        gc = self.xp.asarray(g)[..., None] if mu.ndim else g
         gm = mu * gc if self.next[0] is not None else None
         glv = None
         if self.next[1] is not None:
@@ -358,6 +418,7 @@ class BernoulliNLL(Function):
     differentiable_backward = False
 
     def forward(self, logits, x):
+        xp = self.xp
         self.save_for_backward(logits, x)
         B = logits.shape[0]
         l2 = logits.reshape(B, -1)
@@ -410,9 +471,9 @@ class MseLoss(Function):
         sq = d * d
         self.n = sq.size
         if reduction == "mean":
-            return xp.asarray(sq.mean(), dtype=sq.dtype)
+            return self.xp.asarray(sq.mean(), dtype=sq.dtype)
         if reduction == "sum":
-            return xp.asarray(sq.sum(), dtype=sq.dtype)
+            return self.xp.asarray(sq.sum(), dtype=sq.dtype)
         return sq
 
     def backward(self, g):

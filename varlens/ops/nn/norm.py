@@ -9,6 +9,7 @@ from varlens.ops.reduce import mean as _reduce_mean
 from varlens.ops.shape import reshape
 from varlens.ops.pointwise import sqrt
 from varlens.core.array import xp
+from varlens.core.array import xp as _np   # the host library (NumPy): the compiled kernels' side
 from varlens.core.tensor import Tensor
 from varlens import distributed as dist
 
@@ -17,20 +18,24 @@ from varlens import distributed as dist
 def channel_sum(a):
     """Per-channel sum of an (N, C, ...) array (over every axis but 1), as a (C,) array.
     einsum on an (N, C, L) view is several times faster than sum(axis=(0, 2, 3))."""
+    if a.__class__ is not _ndarray:   # a device array: one reduction kernel
+        return a.sum(axis=0) if a.ndim == 2 else a.reshape(a.shape[0], a.shape[1], -1).sum(axis=(0, 2))
     if a.ndim == 2:
         return _ones(a.shape[0], a.dtype) @ a  # a GEMV: about twice as fast as sum(axis=0)
     return xp.einsum("ncl->c", a.reshape(a.shape[0], a.shape[1], -1))
 
 
 _ones = B.ones_cached
+_ndarray = xp.ndarray
 
 
 def channel_dot(a, b):
     """Per-channel sum of a * b for (N, C, ...) arrays, without the temporary product."""
+    e = xp.einsum if a.__class__ is _ndarray else B.namespace(a, b).einsum
     if a.ndim == 2:
-        return xp.einsum("nc,nc->c", a, b)
+        return e("nc,nc->c", a, b)
     n, c = a.shape[0], a.shape[1]
-    return xp.einsum("ncl,ncl->c", a.reshape(n, c, -1), b.reshape(n, c, -1))
+    return e("ncl,ncl->c", a.reshape(n, c, -1), b.reshape(n, c, -1))
 
 
 def batch_stats(x):
@@ -68,6 +73,7 @@ class BatchNorm(Function):
 
     def forward(self, x, weight, bias, axes, pshape, mean, var, eps, batch_stats=True, eps_mode="sqrt",
                 centered=None):
+        xp = self.xp
         self.axes, self.pshape, self.batch_stats = axes, pshape, batch_stats
         if eps_mode == "sqrt":
             rstd = 1.0 / xp.sqrt(var + eps)
@@ -75,7 +81,8 @@ class BatchNorm(Function):
         else:
             std = xp.sqrt(var)
             rstd = 1.0 / (std + eps)
-            self.std_factor = xp.divide(std + eps, std, out=xp.zeros_like(std), where=std > 0)
+            pos = std > 0       # (std + eps) / std where std > 0, else 0 (CuPy's divide has no where=)
+            self.std_factor = xp.where(pos, (std + eps) / xp.where(pos, std, 1), 0).astype(std.dtype, copy=False)
         rstd = rstd.astype(x.dtype, copy=False)
         mean = mean.astype(x.dtype, copy=False)
         self.mean, self.rstd = mean, rstd
@@ -156,11 +163,24 @@ class LayerNorm(Function):
     differentiable_backward = False
 
     def forward(self, x, weight, bias, nd, eps):
+        xp = self.xp
         d = 1
         for s in x.shape[x.ndim - nd:]:
             d *= s
         x2 = x.reshape(-1, d)
         self._bshape = bias.shape if bias is not None else None
+        if xp is not _np:   # a device array: the same maths as reductions and elementwise passes
+            mean = x2.mean(axis=1, keepdims=True)
+            xc = x2 - mean
+            rstd = (1.0 / xp.sqrt((xc * xc).mean(axis=1, keepdims=True) + eps)).astype(x.dtype, copy=False)
+            xc *= rstd
+            self.mean, self.rstd, self.d = mean, rstd, d
+            self.save_for_backward(x, weight)
+            if weight is not None:
+                xc *= weight.reshape(d)
+            if bias is not None:
+                xc += bias.reshape(d)
+            return xc.reshape(x.shape)
         if _KR.kernel_ok(x2, weight, bias):  # float32: one compiled pass per row (ops/kernels/rows.py)
             y, self.mean, self.rstd = _KR.layer_norm(x2, weight, bias, eps, use_kernel=True)
             self.d = d
@@ -181,10 +201,13 @@ class LayerNorm(Function):
         return xc.reshape(x.shape)
 
     def backward(self, g):
+        xp = self.xp
         x, w = self.saved
         n = self.next
         d = self.d
         g2 = g.reshape(-1, d)
+        if xp is not _np:
+            return self._backward_device(xp, g2, x, w, n, d)
         if _KR.kernel_ok(g2, x, w, self.rstd):
             gx, gw, gb = _KR.layer_norm_grad(g2, x.reshape(-1, d), w, self.mean, self.rstd, use_kernel=True)
             return (gx.reshape(x.shape) if n[0] is not None else None,
@@ -204,6 +227,18 @@ class LayerNorm(Function):
             h -= xhat
             h *= self.rstd
             gx = h.reshape(x.shape)
+        return gx, gw, gb
+
+    def _backward_device(self, xp, g2, x, w, n, d):
+        """The host backward's maths with reductions in place of the GEMVs (a device array)."""
+        xhat = (x.reshape(-1, d) - self.mean) * self.rstd
+        gw = (g2 * xhat).sum(axis=0).reshape(w.shape) if w is not None and n[1] is not None else None
+        gb = g2.sum(axis=0).reshape(self._bshape) if n[2] is not None else None
+        gx = None
+        if n[0] is not None:
+            h = g2 * w.reshape(d) if w is not None else g2
+            gx = ((h - h.mean(axis=1, keepdims=True) - xhat * (h * xhat).mean(axis=1, keepdims=True))
+                  * self.rstd).reshape(x.shape)
         return gx, gw, gb
 
     @staticmethod
@@ -232,6 +267,7 @@ class RMSNorm(Function):
     differentiable_backward = False
 
     def forward(self, x, weight, nd, eps):
+        xp = self.xp
         d = 1
         for s in x.shape[x.ndim - nd:]:
             d *= s
@@ -246,6 +282,7 @@ class RMSNorm(Function):
         return y.reshape(x.shape)
 
     def backward(self, g):
+        xp = self.xp
         x, w = self.saved
         n = self.next
         d = self.d
@@ -276,14 +313,14 @@ def _to_rows(z):
         return z.reshape(1, -1)
     if z.ndim == 2:
         return z
-    return xp.moveaxis(z, 1, -1).reshape(-1, z.shape[1])
+    return B.namespace(z).moveaxis(z, 1, -1).reshape(-1, z.shape[1])
 
 
 def _from_rows(g2, shape):
     if len(shape) <= 2:
         return g2.reshape(shape)
     moved = (shape[0],) + tuple(shape[2:]) + (shape[1],)
-    return xp.moveaxis(g2.reshape(moved), -1, 1)
+    return B.namespace(g2).moveaxis(g2.reshape(moved), -1, 1)
 
 
 def _allreduce(arr, group):
@@ -294,6 +331,7 @@ def _allreduce(arr, group):
 
 def _global_stats(x, group):
     """Per-channel mean, biased variance and element count over every rank's batch."""
+    xp = B.namespace(x)
     axes = (0,) + tuple(range(2, x.ndim))
     c = x.shape[1]
     s = xp.empty(c + 1, dtype=x.dtype)
@@ -328,6 +366,7 @@ class _SyncBatchNormFunction(Function):
         return y
 
     def backward(self, g):
+        xp = self.xp
         xhat, invstd, weight = self.saved
         shape, count, group = self.meta
         axes = (0,) + tuple(range(2, g.ndim))

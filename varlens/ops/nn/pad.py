@@ -2,7 +2,6 @@
 from __future__ import annotations
 from varlens.core import primitives as D
 from varlens.core.function import Function
-from varlens.core.array import xp
 
 
 class ConstantPad(Function):
@@ -18,7 +17,7 @@ class ConstantPad(Function):
             src.append(slice(a, a + ln))
             dst.append(slice(max(lo, 0), max(lo, 0) + ln))
         self.src, self.dst, self.in_shape = tuple(src), tuple(dst), x.shape
-        out = xp.full(tuple(shape), value, dtype=x.dtype)
+        out = self.xp.full(tuple(shape), value, dtype=x.dtype)
         out[self.dst] = x[self.src]
         return out
 

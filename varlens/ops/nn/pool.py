@@ -13,8 +13,12 @@ from varlens.ops.linalg import matmul
 from varlens.ops.reduce import mean
 from varlens.ops.shape import squeeze
 from varlens.core.array import xp
+from varlens.core import array as B
 from varlens.core.tensor import Tensor
 from varlens.ops.pointwise import torch_dtype_name
+
+
+_host = xp   # the host array library (NumPy); ops compute with their inputs' library, self.xp
 
 
 def _is_tensor(a):
@@ -43,8 +47,9 @@ def _pool_geometry(x, k, s, p, d, ceil_mode, op):
     return Ho, Wo, (p[0], pb, p[1], pr)
 
 
-def _scatter_windows(g, parts, pshape, pads, in_shape):
-    """sum_k (part_k placed at window slice k) then cropped to the input: arrays or Tensors."""
+def _scatter_windows(xp, g, parts, pshape, pads, in_shape):
+    """sum_k (part_k placed at window slice k) then cropped to the input: arrays (of the
+    library ``xp``) or Tensors."""
     pt, _, pl, _ = pads
     H, W = in_shape[2], in_shape[3]
     if _is_tensor(g):
@@ -59,13 +64,15 @@ def _scatter_windows(g, parts, pshape, pads, in_shape):
     return out[:, :, pt:pt + H, pl:pl + W]
 
 
-def _first_max_index(vs, m, floating):
+def _first_max_index(xp, vs, m, floating):
     """Index k of the first window entry vs[k] equal to the window max m, as PyTorch routes
     max-pool gradients; int8 (int16 if K > 127).  In a window holding NaN it is the LAST NaN:
-    PyTorch's CPU scan takes an entry when it is greater than the best so far or is NaN."""
+    PyTorch's CPU scan takes an entry when it is greater than the best so far or is NaN.
+    On the device that scan always runs (asking whether a NaN is present would read a device
+    value on the host); it gives the first maximum when there is none."""
     K = len(vs)
     dt = xp.int8 if K <= 127 else xp.int16
-    if floating and bool(xp.isnan(m).any()):
+    if floating and (xp is not _host or bool(xp.isnan(m).any())):
         idx = xp.zeros(m.shape, dtype=dt)
         best = vs[0].copy()
         for k in range(1, K):
@@ -82,7 +89,7 @@ def _first_max_index(vs, m, floating):
 
 def _first_max_mask(vs, m):
     """One boolean plane per window offset, True where that offset holds the first maximum
-    of its window; None when some window has no winner (it holds a NaN)."""
+    of its window; None when some window has no winner (it holds a NaN).  Host arrays only."""
     K = len(vs)
     mask = xp.empty((K,) + m.shape, dtype=bool)
     for k, v in enumerate(vs):
@@ -111,6 +118,7 @@ class MaxPool2dFn(Function):
 
     def forward(self, x, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1),
                 ceil_mode=False):
+        xp = self.xp
         kh, kw = kernel_size
         Ho, Wo, pads = _pool_geometry(x, kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d")
         self.idx = None
@@ -127,14 +135,14 @@ class MaxPool2dFn(Function):
             self.save_for_backward(x, m)
             return m
         self.tiled = False
-        xpd = _pad(x, pads, -xp.inf) if x.dtype.kind == "f" else _pad(x, pads, xp.iinfo(x.dtype).min)
+        xpd = _pad(xp, x, pads, -xp.inf) if x.dtype.kind == "f" else _pad(xp, x, pads, xp.iinfo(x.dtype).min)
         vs = [xpd[:, :, _window(i, dilation[0], stride[0], Ho), _window(j, dilation[1], stride[1], Wo)]
               for i in range(kh) for j in range(kw)]
         K = len(vs)
         m = vs[0].copy() if K == 1 else xp.maximum(vs[0], vs[1])
         for v in vs[2:]:
             xp.maximum(m, v, out=m)  # NaN propagates, as in PyTorch
-        self.idx = _first_max_index(vs, m, x.dtype.kind == "f")
+        self.idx = _first_max_index(xp, vs, m, x.dtype.kind == "f")
         self.geom = (x.shape, xpd.shape, kernel_size, stride, dilation, pads, Ho, Wo)
         return m
 
@@ -149,12 +157,13 @@ class MaxPool2dFn(Function):
         """self.idx (first winner's window offset), computed now for the tiled path."""
         if self.idx is None:
             x, m = (a._data if _is_tensor(a) else a for a in self.saved)
-            self.idx = _first_max_index(self._tiled_views(x), m, x.dtype.kind == "f")
+            self.idx = _first_max_index(self.xp, self._tiled_views(x), m, x.dtype.kind == "f")
         return self.idx
 
     def backward(self, g):
+        xp = self.xp
         in_shape, pshape, (kh, kw), stride, dilation, pads, Ho, Wo = self.geom
-        if self.tiled and not _is_tensor(g):
+        if self.tiled and xp is _host and not _is_tensor(g):
             x, m = self.saved
             vs = self._tiled_views(x)
             mask = _first_max_mask(vs, m)
@@ -172,10 +181,11 @@ class MaxPool2dFn(Function):
             si = _window(i, dilation[0], stride[0], Ho)
             for j in range(kw):
                 parts.append(((si, _window(j, dilation[1], stride[1], Wo)), g * (idx == i * kw + j)))
-        return _scatter_windows(g, parts, pshape, pads, in_shape)
+        return _scatter_windows(xp, g, parts, pshape, pads, in_shape)
 
     def indices(self):
         """Flat index (h*W + w) into each input plane of every window's maximum (PyTorch's)."""
+        xp = self.xp
         in_shape, _, (kh, kw), stride, dilation, pads, Ho, Wo = self.geom
         W = in_shape[3]
         idx = self._routing()
@@ -186,6 +196,7 @@ class MaxPool2dFn(Function):
 
 
 def _avg_divisor(L, k, s, p, Lo, count_include_pad):
+    """Window sizes along one axis (host arrays: they depend on the geometry only)."""
     start = xp.arange(Lo) * s - p
     end = xp.minimum(start + k, L + p)
     size = end - start
@@ -204,10 +215,11 @@ class AvgPool2dFn(Function):
 
     def forward(self, x, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0), ceil_mode=False,
                 count_include_pad=True, divisor_override=None):
+        xp = self.xp
         kh, kw = kernel_size
         N, C, H, W = x.shape
         Ho, Wo, pads = _pool_geometry(x, kernel_size, stride, padding, (1, 1), ceil_mode, "avg_pool2d")
-        xpd = _pad(x, pads)
+        xpd = _pad(xp, x, pads)
         acc = None
         for i in range(kh):
             si = _window(i, 1, stride[0], Ho)
@@ -215,11 +227,13 @@ class AvgPool2dFn(Function):
                 v = xpd[:, :, si, _window(j, 1, stride[1], Wo)]
                 acc = v.copy() if acc is None else xp.add(acc, v, out=acc)
         if divisor_override is not None:
-            scale = xp.asarray(1.0 / divisor_override, dtype=x.dtype)
+            scale = x.dtype.type(1.0 / divisor_override)
         else:
             dh = _avg_divisor(H, kh, stride[0], padding[0], Ho, count_include_pad)
             dw = _avg_divisor(W, kw, stride[1], padding[1], Wo, count_include_pad)
             scale = (1.0 / (dh.reshape(Ho, 1) * dw.reshape(1, Wo))).astype(x.dtype)
+            if xp is not _host:
+                scale = xp.asarray(scale)   # host to device: a copy, not a synchronisation
         acc *= scale
         self.scale = scale
         self.geom = (x.shape, xpd.shape, kernel_size, stride, pads, Ho, Wo)
@@ -233,7 +247,7 @@ class AvgPool2dFn(Function):
             si = _window(i, 1, stride[0], Ho)
             for j in range(kw):
                 parts.append(((si, _window(j, 1, stride[1], Wo)), gs))
-        return _scatter_windows(g, parts, pshape, pads, in_shape)
+        return _scatter_windows(self.xp, g, parts, pshape, pads, in_shape)
 
 
 class _PadError(ValueError, RuntimeError):
@@ -269,6 +283,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
         node = out._node
         if node is None:  # no graph recorded: recompute the routing once
             fn = MaxPool2dFn.__new__(MaxPool2dFn)
+            fn.xp = B.namespace(x._data)
             fn.forward(x._data, kernel_size=k, stride=s, padding=p, dilation=d, ceil_mode=bool(ceil_mode))
             node = fn
         idx = Tensor._make(node.indices())
@@ -307,11 +322,11 @@ def int_avg_pool(input, op, pool):
         raise NotImplementedError(f'"{op}" not implemented for \'{torch_dtype_name(dt)}\' ({op}: average '
                                   f"pooling takes a floating-point or int64 input, got dtype {dt})")
     out = pool(Tensor._make(input._data.astype(xp.float64)))
-    return Tensor._make(xp.trunc(out._data).astype(xp.int64))
+    return Tensor._make(B.namespace(out._data).trunc(out._data).astype(xp.int64))
 
 
 def _adaptive_matrix(L, Lo, dtype):
-    """(Lo, L) averaging matrix: row i averages input [floor(i L/Lo), ceil((i+1) L/Lo))."""
+    """(Lo, L) averaging matrix (a host array): row i averages input [floor(i L/Lo), ceil((i+1) L/Lo))."""
     A = xp.zeros((Lo, L), dtype=dtype)
     for i in range(Lo):  # one row per output cell (not per pixel)
         a, b = (i * L) // Lo, -((-(i + 1) * L) // Lo)
@@ -347,7 +362,8 @@ def adaptive_avg_pool2d(input, output_size):
     elif Ho and Wo and H % Ho == 0 and W % Wo == 0:
         out = avg_pool2d(x, (H // Ho, W // Wo))
     else:
-        Ah = Tensor._make(_adaptive_matrix(H, Ho, x.dtype))
-        AwT = Tensor._make(_adaptive_matrix(W, Wo, x.dtype).T.copy())
+        lib = B.namespace(x._data)   # the matrices go to the input's device
+        Ah = Tensor._make(B.to_namespace(_adaptive_matrix(H, Ho, x.dtype), lib))
+        AwT = Tensor._make(B.to_namespace(_adaptive_matrix(W, Wo, x.dtype).T.copy(), lib))
         out = matmul(matmul(Ah, x), AwT)
     return squeeze(out, 0) if unb else out

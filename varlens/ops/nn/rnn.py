@@ -34,6 +34,11 @@ Cell ops (one time step, two results for the LSTM) are the same code with
 T = 1: ``LSTMCellFunction`` returns ``[h', c']`` joined on the last axis.
 
 Second derivatives go through ``composite`` (the same recurrence from small ops).
+
+On the CUDA device the same code runs with the inputs' array library (``self.xp``): the time
+loop stays in Python, as in PyTorch without cuDNN, and each step is a few device ops (one GEMM
+and in-place elementwise updates); nothing is read back to the host.  The workspace pool below
+is for host buffers only (CuPy has its own memory pool).
 """
 from __future__ import annotations
 
@@ -41,6 +46,7 @@ import weakref as _weakref
 
 from varlens.core.function import Function
 from varlens.core.array import xp
+from varlens.core import array as B
 from varlens.ops.linalg import matmul as _linalg_matmul
 from varlens.ops.activation import relu
 from varlens.ops.pointwise import sigmoid, tanh
@@ -48,7 +54,7 @@ from varlens.ops.shape import cat, stack, transpose, unsqueeze
 from varlens.core.tensor import Tensor
 
 
-def _zeros_state(x, H):
+def _zeros_state(xp, x, H):
     return xp.zeros((x.shape[1], H), dtype=x.dtype)
 
 
@@ -116,8 +122,9 @@ def _reclaim():
 
 
 def _borrow(node, key, nbytes):
-    """A workspace dict for ``key`` (reused when one is free), lent to ``node``."""
-    if nbytes > _POOL_MAX_BYTES:
+    """A workspace dict for ``key`` (reused when one is free), lent to ``node``; a fresh one for
+    device ops (their buffers come from the device library's own pool)."""
+    if nbytes > _POOL_MAX_BYTES or node.xp is not xp:
         return {}
     _reclaim()
     free = _POOL_FREE.get(key)
@@ -128,11 +135,12 @@ def _borrow(node, key, nbytes):
     return ws
 
 
-def _buf(ws, name, shape, dt):
-    """The workspace buffer ``name`` (allocated on first use; contents undefined)."""
+def _buf(ws, name, shape, dt, lib):
+    """The workspace buffer ``name`` (allocated with the array library ``lib`` on first use;
+    contents undefined)."""
     a = ws.get(name)
     if a is None:
-        a = ws[name] = xp.empty(shape, dtype=dt)
+        a = ws[name] = lib.empty(shape, dtype=dt)
     return a
 
 
@@ -178,6 +186,7 @@ class LSTMLayerFunction(Function):
     differentiable_backward = False
 
     def forward(self, x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse=False, mask=None):
+        xp = self.xp
         T, B, I = x.shape
         H = w_hh.shape[1]
         G4, H2, H3 = 4 * H, 2 * H, 3 * H
@@ -186,7 +195,7 @@ class LSTMLayerFunction(Function):
         ws = _borrow(self, ("lstm", T, B, I, H, dt.str),
                      (3 * T * B * G4 + (T + 1) * B * (K + 4 * H)) * dt.itemsize)
         # W = [W_ih | W_hh | b] with the gate blocks in internal order, sigmoid rows halved
-        W = _buf(ws, "W", (G4, K), dt)
+        W = _buf(ws, "W", (G4, K), dt, xp)
         for k, j in enumerate(_LSTM_PERM):
             dst, src = W[k * H:(k + 1) * H], slice(j * H, (j + 1) * H)
             dst[:, :I] = w_ih[src]
@@ -199,18 +208,18 @@ class LSTMLayerFunction(Function):
                 xp.add(b_ih[src], b_hh[src], out=dst[:, I + H])
         W[:H3] *= 0.5
         # XH[:, k]: the input and state that step k reads (k = t going forward, t + 1 backward)
-        XH = _buf(ws, "XH", (K, T + 1, B), dt)
+        XH = _buf(ws, "XH", (K, T + 1, B), dt, xp)
         rd, wr = (1, 0) if reverse else (0, 1)
         first, last = (T, 0) if reverse else (0, T)
         XH[:I, rd:T + rd] = x.transpose(2, 0, 1)
         XH[I + H] = 1
         HS = XH[I:I + H]                          # (H, T+1, B): the hidden states
         HS[:, first] = 0 if h0 is None else h0.T
-        CS = _buf(ws, "CS", (T + 1, H, B), dt)
+        CS = _buf(ws, "CS", (T + 1, H, B), dt, xp)
         CS[first] = 0 if c0 is None else c0.T
-        ACT = _buf(ws, "ACT", (T, G4, B), dt)
-        TC = _buf(ws, "TC", (T, H, B), dt)
-        ig = _buf(ws, "ig", (H, B), dt)
+        ACT = _buf(ws, "ACT", (T, G4, B), dt, xp)
+        TC = _buf(ws, "TC", (T, H, B), dt, xp)
+        ig = _buf(ws, "ig", (H, B), dt, xp)
         mstep = None
         if mask is not None:
             mstep = mask.astype(dt, copy=False).reshape(T, 1, B)
@@ -269,6 +278,7 @@ class LSTMLayerFunction(Function):
         With a mask m, h' = h + m*(h~ - h) (and c' likewise) passes (1-m) of each
         cotangent straight to the previous state and m of it into the step.
         """
+        xp = self.xp
         ACT, TC, XH, CS, ws = self.ACT, self.TC, self.XH, self.CS, self.ws
         T, H, B = TC.shape
         I = self.dims[0]
@@ -281,7 +291,7 @@ class LSTMLayerFunction(Function):
         cprev = CS[1:] if reverse else CS[:T]
         mul, add, sub, matmul = xp.multiply, xp.add, xp.subtract, xp.matmul
         # K: derivative factors of the four pre-activations, all steps at once
-        K = _buf(ws, "K", (T, G4, B), dt)
+        K = _buf(ws, "K", (T, G4, B), dt, xp)
         Ks, Ss = K[:, :H3], ACT[:, :H3]
         sub(1, Ss, out=Ks)
         mul(Ks, Ss, out=Ks)                       # s(1-s) for the sigmoid gates o, i, f
@@ -293,16 +303,16 @@ class LSTMLayerFunction(Function):
         K[:, :H] *= TC
         K[:, H:H2] *= g_
         K[:, H2:H3] *= cprev
-        P = _buf(ws, "P", (T, H, B), dt)
+        P = _buf(ws, "P", (T, H, B), dt, xp)
         mul(TC, TC, out=P)
         sub(1, P, out=P)
         P *= o_
         # dA: pre-activation cotangents of all steps, gate-major and in PyTorch's row order
         # (i, f, g, o), so the weight gradients come out of one GEMM in the parameters' layout
-        dA = _buf(ws, "dA", (G4, T, B), dt)
+        dA = _buf(ws, "dA", (G4, T, B), dt, xp)
         dA_ifg = dA.reshape(4, H, T, B)[:3]
         dA_o = dA[H3:]
-        DH = _buf(ws, "DH", (T + 1, H, B), dt)
+        DH = _buf(ws, "DH", (T + 1, H, B), dt, xp)
         outs = DH[:T] if reverse else DH[1:]
         if mstep is None:
             outs[...] = G[:T].transpose(0, 2, 1)
@@ -310,14 +320,14 @@ class LSTMLayerFunction(Function):
             mul(G[:T].transpose(0, 2, 1), mstep, out=outs)
         DH[first] = 0
         DH[last] += G[T].T
-        dc = _buf(ws, "dc", (H, B), dt)
+        dc = _buf(ws, "dc", (H, B), dt, xp)
         dc[...] = G[T + 1].T
-        dct = _buf(ws, "dct", (H, B), dt)
-        hw = _buf(ws, "dhw", (H, B), dt)
-        whT = _buf(ws, "whT", (H, G4), dt)
+        dct = _buf(ws, "dct", (H, B), dt, xp)
+        hw = _buf(ws, "dhw", (H, B), dt, xp)
+        whT = _buf(ws, "whT", (H, G4), dt, xp)
         whT[...] = self.w_hh.T                    # W_hh^T, C-ordered: the fast side for BLAS
         if mstep is not None:
-            dhn = _buf(ws, "dhn", (H, B), dt)
+            dhn = _buf(ws, "dhn", (H, B), dt, xp)
         for t in reversed(_order(T, reverse)):
             dh = DH[t + wr]
             f = ACT[t, H2:H3]
@@ -375,20 +385,21 @@ class GRULayerFunction(Function):
     differentiable_backward = False
 
     def forward(self, x, h0, w_ih, w_hh, b_ih, b_hh, reverse=False, mask=None):
+        xp = self.xp
         T, B, _ = x.shape
         H = w_hh.shape[1]
         dt = x.dtype
         I = x.shape[2]
         ws = _borrow(self, ("gru", T, B, I, H, dt.str), (T * B * 14 * H) * dt.itemsize)
-        xg = xp.matmul(x.reshape(T * B, I), w_ih.T, out=_buf(ws, "xg", (T * B, 3 * H), dt))
+        xg = xp.matmul(x.reshape(T * B, I), w_ih.T, out=_buf(ws, "xg", (T * B, 3 * H), dt, xp))
         xg = xg.reshape(T, B, 3 * H)
         if b_ih is not None:
             xg += b_ih
-        h = _zeros_state(x, H) if h0 is None else h0
-        rz = _buf(ws, "rz", (T, B, 2 * H), dt)
-        ns = _buf(ws, "ns", (T, B, H), dt)
-        hgn = _buf(ws, "hgn", (T, B, H), dt)
-        hprev = _buf(ws, "hprev", (T, B, H), dt)
+        h = _zeros_state(xp, x, H) if h0 is None else h0
+        rz = _buf(ws, "rz", (T, B, 2 * H), dt, xp)
+        ns = _buf(ws, "ns", (T, B, H), dt, xp)
+        hgn = _buf(ws, "hgn", (T, B, H), dt, xp)
+        hprev = _buf(ws, "hprev", (T, B, H), dt, xp)
         Z = xp.empty((T + 1, B, H), dtype=dt)
         whhT = w_hh.T
         m3 = _mask3(mask, x)
@@ -426,16 +437,17 @@ class GRULayerFunction(Function):
         part of n gets da_n, the hidden part gets da_n*r, and dr = da_n*(W_hn h + b_hn).
         r and z are sigmoids: da = d*s*(1-s).  dh_prev = dh*z + dGh @ W_hh.
         """
+        xp = self.xp
         rz, ns, hgn, hprev, ws = self.rz, self.ns, self.hgn, self.hprev, self.ws
         T, B, H = ns.shape
         dt = ns.dtype
         m3 = self.m3
-        drz = xp.subtract(1, rz, out=_buf(ws, "drz", rz.shape, dt))
+        drz = xp.subtract(1, rz, out=_buf(ws, "drz", rz.shape, dt, xp))
         drz *= rz                                  # s(1-s) of r and z
-        dns = xp.multiply(ns, ns, out=_buf(ws, "dns", ns.shape, dt))
+        dns = xp.multiply(ns, ns, out=_buf(ws, "dns", ns.shape, dt, xp))
         xp.subtract(1, dns, out=dns)               # 1 - n^2
-        dGi = _buf(ws, "dGi", (T, B, 3 * H), dt)
-        dGh = _buf(ws, "dGh", (T, B, 3 * H), dt)
+        dGi = _buf(ws, "dGi", (T, B, 3 * H), dt, xp)
+        dGh = _buf(ws, "dGh", (T, B, 3 * H), dt, xp)
         dh = G[T].copy()
         w_hh = self.w_hh
         for t in reversed(_order(T, self.reverse)):
@@ -485,10 +497,11 @@ class RNNLayerFunction(Function):
     differentiable_backward = False
 
     def forward(self, x, h0, w_ih, w_hh, b_ih, b_hh, nonlinearity="tanh", reverse=False, mask=None):
+        xp = self.xp
         T, B, _ = x.shape
         H = w_hh.shape[1]
         xg = _input_gemm(x, w_ih, b_ih, b_hh)
-        h = _zeros_state(x, H) if h0 is None else h0
+        h = _zeros_state(xp, x, H) if h0 is None else h0
         hs = xp.empty((T, B, H), dtype=x.dtype)
         hprev = xp.empty((T, B, H), dtype=x.dtype)
         Z = xp.empty((T + 1, B, H), dtype=x.dtype)
@@ -515,6 +528,7 @@ class RNNLayerFunction(Function):
         the pre-activation is dh * f'(a), with f' = 1 - h^2 (tanh) or 1{h > 0} (relu); it
         flows to h_{t-1} through W_hh, which is the repeated product behind vanishing and
         exploding gradients (seed 003 §6.1.3)."""
+        xp = self.xp
         hs, hprev = self.hs, self.hprev
         T, B, H = hs.shape
         m3 = self.m3
@@ -551,12 +565,12 @@ class LSTMCellFunction(LSTMLayerFunction):
 
     def forward(self, x, h, c, w_ih, w_hh, b_ih, b_hh):
         Z = super().forward(x[None], h, c, w_ih, w_hh, b_ih, b_hh)
-        return xp.concatenate([Z[1], Z[2]], axis=-1)
+        return self.xp.concatenate([Z[1], Z[2]], axis=-1)
 
     def backward(self, g):
         """Splits the cotangent of [h', c'] and runs the LSTM step backward (see the layer op)."""
         H = g.shape[-1] // 2
-        G = xp.zeros((3,) + g.shape[:-1] + (H,), dtype=g.dtype)
+        G = self.xp.zeros((3,) + g.shape[:-1] + (H,), dtype=g.dtype)
         G[1] = g[..., :H]
         G[2] = g[..., H:]
         grads = super().backward(G)
@@ -576,7 +590,7 @@ class GRUCellFunction(GRULayerFunction):
 
     def backward(self, g):
         """The GRU step backward of the layer op, cotangent placed on h_n."""
-        G = xp.zeros((2,) + g.shape, dtype=g.dtype)
+        G = self.xp.zeros((2,) + g.shape, dtype=g.dtype)
         G[1] = g
         grads = super().backward(G)
         return (grads[0][0] if grads[0] is not None else None,) + tuple(grads[1:])
@@ -594,7 +608,7 @@ class RNNCellFunction(RNNLayerFunction):
 
     def backward(self, g):
         """The Elman step backward of the layer op, cotangent placed on h_n."""
-        G = xp.zeros((2,) + g.shape, dtype=g.dtype)
+        G = self.xp.zeros((2,) + g.shape, dtype=g.dtype)
         G[1] = g
         grads = super().backward(G)
         return (grads[0][0] if grads[0] is not None else None,) + tuple(grads[1:])
@@ -612,15 +626,16 @@ def _prep(x, h0, H, w_ih, b_ih, b_hh, mask):
         xg = xg + b_ih
     if b_hh is not None:
         xg = xg + b_hh
-    h = h0 if h0 is not None else Tensor._make(xp.zeros((x.shape[1], H), dtype=x.dtype))
-    m3 = None if mask is None else Tensor._make(_mask3(mask, x._data))
+    lib = B.namespace(x._data)
+    h = h0 if h0 is not None else Tensor._make(lib.zeros((x.shape[1], H), dtype=x.dtype))
+    m3 = None if mask is None else Tensor._make(_mask3(B.to_namespace(mask, lib), x._data))
     return Tensor, T, xg, h, m3
 
 
 def _lstm_composite(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, mask):
     H = w_hh.shape[1]
     Tensor, T, xg, h, m3 = _prep(x, h0, H, w_ih, b_ih, b_hh, mask)
-    c = c0 if c0 is not None else Tensor._make(xp.zeros((x.shape[1], H), dtype=x.dtype))
+    c = c0 if c0 is not None else Tensor._make(B.namespace(x._data).zeros((x.shape[1], H), dtype=x.dtype))
     whhT = transpose(w_hh, 0, 1)
     outs = [None] * T
     for t in _order(T, reverse):
@@ -681,17 +696,19 @@ def _rnn_composite(x, h0, w_ih, w_hh, b_ih, b_hh, nonlinearity, reverse, mask):
 
 
 # ====================================================================== user-facing helpers
-def _mask_array(mask):
+def _mask_array(mask, x):
+    """The (T, B) mask as an array on x's device (lengths are host data: a copy to the device)."""
     if mask is None:
         return None
-    return mask._data if hasattr(mask, "_data") else xp.asarray(mask)
+    m = mask._data if hasattr(mask, "_data") else xp.asarray(mask)
+    return B.to_namespace(m, B.namespace(x._data))
 
 
 def lstm_layer(x, h0, c0, w_ih, w_hh, b_ih=None, b_hh=None, reverse=False, mask=None):
     """Run one LSTM direction over ``x`` (T, B, I); returns ``(output (T,B,H), h_n, c_n)``."""
     T = x.shape[0]
     Z = LSTMLayerFunction.apply(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse=reverse,
-                                mask=_mask_array(mask))
+                                mask=_mask_array(mask, x))
     return Z[:T], Z[T], Z[T + 1]
 
 
@@ -699,7 +716,7 @@ def gru_layer(x, h0, w_ih, w_hh, b_ih=None, b_hh=None, reverse=False, mask=None)
     """Run one GRU direction over ``x`` (T, B, I); returns ``(output (T,B,H), h_n)``."""
     T = x.shape[0]
     Z = GRULayerFunction.apply(x, h0, w_ih, w_hh, b_ih, b_hh, reverse=reverse,
-                               mask=_mask_array(mask))
+                               mask=_mask_array(mask, x))
     return Z[:T], Z[T]
 
 
@@ -709,7 +726,7 @@ def rnn_layer(x, h0, w_ih, w_hh, b_ih=None, b_hh=None, nonlinearity="tanh", reve
         raise ValueError(f"rnn_layer: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
     T = x.shape[0]
     Z = RNNLayerFunction.apply(x, h0, w_ih, w_hh, b_ih, b_hh, nonlinearity=nonlinearity,
-                               reverse=reverse, mask=_mask_array(mask))
+                               reverse=reverse, mask=_mask_array(mask, x))
     return Z[:T], Z[T]
 
 

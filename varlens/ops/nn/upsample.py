@@ -7,6 +7,7 @@ from varlens.ops.nn.conv import _tuple
 from varlens.ops.index import getitem
 import math
 from varlens.core.array import xp
+from varlens.core import array as B
 
 
 class UpsampleNearest2dFn(Function):
@@ -17,6 +18,7 @@ class UpsampleNearest2dFn(Function):
     """
 
     def forward(self, x, scale=(2, 2)):
+        xp = self.xp
         N, C, H, W = x.shape
         sh, sw = scale
         self.shape6 = (N, C, H, sh, W, sw)
@@ -62,7 +64,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         return UpsampleNearest2dFn.apply(input, scale=(Ho // H, Wo // W))
     ih = xp.minimum(xp.floor(xp.arange(Ho, dtype=xp.float32) * xp.float32(scales[0])).astype(xp.int64), H - 1)
     iw = xp.minimum(xp.floor(xp.arange(Wo, dtype=xp.float32) * xp.float32(scales[1])).astype(xp.int64), W - 1)
-    return getitem(input, (slice(None), slice(None), ih.reshape(Ho, 1), iw.reshape(1, Wo)))
+    lib = B.namespace(input._data)   # the (host-built) index arrays go to the input's device
+    ih, iw = B.to_namespace(ih.reshape(Ho, 1), lib), B.to_namespace(iw.reshape(1, Wo), lib)
+    return getitem(input, (slice(None), slice(None), ih, iw))
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):

@@ -22,6 +22,7 @@ import numbers
 
 import numpy as np
 
+from varlens.core import array as B
 from varlens.core.tensor import Tensor
 from varlens.utils.data import worker as _worker
 from varlens.utils.data.collate import default_collate, default_convert  # noqa: F401  (re-export)
@@ -79,9 +80,12 @@ class DataLoader:
     ``multiprocessing_context``), then: with ``num_workers > 0`` one emulated worker runs in
     this process -- ``worker_init_fn(0)`` is called at the start of each pass (once, with
     ``persistent_workers=True``) and ``get_worker_info()`` reports ``id=0, num_workers=1``
-    while it fetches, so the batches are exactly those of ``num_workers=0``.  ``pin_memory``,
-    ``pin_memory_device``, ``prefetch_factor``, ``timeout`` and ``in_order`` have no effect
-    (there is no accelerator and no worker queue).
+    while it fetches, so the batches are exactly those of ``num_workers=0``.
+    ``pin_memory=True`` puts each batch's tensors in page-locked host memory when a CUDA device
+    is available (``Tensor.pin_memory()``; a flag on the simulated device), so
+    ``batch.to("cuda", non_blocking=True)`` copies from pinned memory; without CUDA it does
+    nothing (PyTorch warns and skips it).  ``pin_memory_device``, ``prefetch_factor``,
+    ``timeout`` and ``in_order`` have no effect (there is no worker queue).
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
@@ -229,7 +233,11 @@ class DataLoader:
             gen = self._iter_single(skip)
         else:
             gen = self._iter_batches(skip)
-        return gen if info is None else _as_worker(gen, info)
+        gen = gen if info is None else _as_worker(gen, info)
+        if self.pin_memory and B.cuda_namespace(required=False) is not None:
+            from varlens.utils.data._utils.pin_memory import pin_memory
+            gen = map(pin_memory, gen)
+        return gen
 
     def _start_transform_pass(self):
         if self._pending_transform_seed is not None:

@@ -253,7 +253,7 @@ def median_time(vstep, tstep, sizes):
 # ----------------------------------------------------------------------- report
 
 def verdict(key, ratio):
-    what, target, at_most = TARGETS[key]
+    _, target, at_most = TARGETS[key]
     if ratio is None or not np.isfinite(ratio):
         return "n/a", f"{'<=' if at_most else '>='} {target}"
     ok = ratio <= target if at_most else ratio >= target

@@ -93,6 +93,7 @@ CONV = {
     "conv_transpose2d": (lambda: nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, groups=2), (2, 4, 5, 5)),
     "conv_transpose2d_dilation": (lambda: nn.ConvTranspose2d(3, 2, (2, 3), stride=(1, 2), dilation=2),
                                   (2, 3, 4, 4)),
+    "conv_transpose3d": (lambda: nn.ConvTranspose3d(2, 3, 2, stride=(2, 1, 2), padding=(1, 0, 0)), (2, 2, 3, 3, 2)),
 }
 
 POOL = {
@@ -113,6 +114,9 @@ POOL = {
     "adaptive_max_pool2d": (lambda: nn.AdaptiveMaxPool2d((3, 4)), (2, 3, 5, 7)),
     "adaptive_max_pool3d": (lambda: nn.AdaptiveMaxPool3d(2), (2, 2, 5, 4, 3)),
     "lp_pool2d": (lambda: nn.LPPool2d(2, 2), (2, 3, 6, 6)),
+    "max_pool_unpool2d": (lambda: Fn(lambda x: F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2)),
+                          (2, 3, 6, 4)),
+    "channel_shuffle": (lambda: nn.ChannelShuffle(3), (2, 6, 3, 2)),
     "fractional_max_pool2d": (lambda: Fn(lambda x: F.fractional_max_pool2d(
         x, 2, output_size=(3, 4), _random_samples=vl.tensor(np.linspace(0.1, 0.9, 12).reshape(2, 3, 2)))),
         (2, 3, 7, 8)),

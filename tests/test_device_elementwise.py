@@ -164,14 +164,6 @@ def test_elementwise_on_device_matches_cpu(name, dtype, sim_cuda):
             assert_close(a, b.numpy(), what=f"{name} grad of input {i}", **TOL[dtype])
 
 
-def test_cases_reach_every_family():
-    """The table above names functions of each elementwise family (guards against a family
-    silently dropping out of it)."""
-    for must in ("gelu_tanh", "gelu_exact", "silu", "softplus", "erfinv", "lgamma", "digamma", "isnan",
-                 "isfinite", "nan_to_num", "clamp_tensor_bounds", "where_tensors", "eq", "xlog1py"):
-        assert must in CASES
-
-
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
 def test_clamp_tensor_bounds_gradients_match_torch(dtype, sim_cuda):
     """clamp with Tensor bounds on the device: gradients reach x and both bounds as in PyTorch,
@@ -224,21 +216,22 @@ def test_nan_to_num_matches_torch_on_device(sim_cuda):
     assert_close(x.grad, xt.grad)
 
 
+def _integer_ops(i):
+    four = vl.tensor(4).to(i.device)
+    return {"exp": vl.exp(i), "sigmoid": vl.sigmoid(i), "erf": vl.erf(i), "sqrt": vl.sqrt(i), "lgamma": vl.lgamma(i),
+            "clamp": vl.clamp(i, 2, 5), "clamp_float": vl.clamp(i, 1.5), "floor_divide": vl.floor_divide(i, 4),
+            "remainder": i % 4, "pow": i ** 2, "eq": i == 3, "rgt": 3 < i, "gcd": vl.gcd(i, four),
+            "lcm": vl.lcm(i, four), "shift": vl.bitwise_left_shift(i, 2), "isin": vl.isin(i, four),
+            "sign_bool": vl.sign(i > 2), "where": vl.where(i > 3, i, 0), "nan_to_num": vl.nan_to_num(i)}
+
+
 def test_integer_and_bool_inputs_on_device(sim_cuda):
     """Float-only ops promote integer input to float32 on the device too; integer arithmetic,
-    comparisons with numbers on either side and integer remainders stay on the device."""
-    i = vl.tensor([[1, 2, 3], [4, 5, 6]]).cuda()
+    comparisons with numbers on either side and the integer-only functions stay on the device."""
+    a = np.array([[1, 2, 3], [4, 5, 6]])
     with sim_cuda.forbid_host_sync():
-        outs = {"exp": vl.exp(i), "sigmoid": vl.sigmoid(i), "erf": vl.erf(i), "sqrt": vl.sqrt(i),
-                "lgamma": vl.lgamma(i), "clamp": vl.clamp(i, 2, 5), "clamp_float": vl.clamp(i, 1.5),
-                "floor_divide": vl.floor_divide(i, 4), "remainder": i % 4, "pow": i ** 2,
-                "eq": i == 3, "rgt": 3 < i, "gcd": vl.gcd(i, vl.tensor(4).cuda()), "sign_bool": vl.sign(i > 2),
-                "where": vl.where(i > 3, i, 0)}
-    ic = vl.tensor([[1, 2, 3], [4, 5, 6]])
-    ref = {"exp": vl.exp(ic), "sigmoid": vl.sigmoid(ic), "erf": vl.erf(ic), "sqrt": vl.sqrt(ic),
-           "lgamma": vl.lgamma(ic), "clamp": vl.clamp(ic, 2, 5), "clamp_float": vl.clamp(ic, 1.5),
-           "floor_divide": vl.floor_divide(ic, 4), "remainder": ic % 4, "pow": ic ** 2, "eq": ic == 3,
-           "rgt": 3 < ic, "gcd": vl.gcd(ic, vl.tensor(4)), "sign_bool": vl.sign(ic > 2), "where": vl.where(ic > 3, ic, 0)}
+        outs = _integer_ops(vl.tensor(a).cuda())
+    ref = _integer_ops(vl.tensor(a))
     for k, v in outs.items():
         assert v.is_cuda, k
         assert v.dtype == ref[k].dtype, (k, v.dtype, ref[k].dtype)
@@ -299,3 +292,12 @@ def test_second_derivative_on_device(sim_cuda):
     assert outs[0][0].is_cuda and outs[0][1].is_cuda
     assert_close(outs[0][0].detach(), outs[1][0].detach().numpy(), rtol=1e-10)
     assert_close(outs[0][1], outs[1][1].numpy(), rtol=1e-10)
+
+
+def test_fft_frequencies_on_device(sim_cuda):
+    """fftfreq/rfftfreq honour device= (as torch.fft's), with the CPU's values."""
+    for f in (vl.fft.fftfreq, vl.fft.rfftfreq):
+        d = f(7, 0.1, device="cuda", dtype=vl.float64)
+        c = f(7, 0.1, dtype=vl.float64)
+        assert d.is_cuda and d.dtype == vl.float64
+        assert_close(d, c.numpy())

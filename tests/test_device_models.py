@@ -1,10 +1,11 @@
 """Whole models trained on the CUDA device against the same models trained on the CPU (issue 21).
 
-Each test builds a model on the CPU in float64, copies it (same weights) to the device, and runs a
-few training steps of both with the same batches and the same optimiser.  The device run must give
-the CPU's losses (to 1e-10) and end with the CPU's weights, keep every parameter, gradient and
-optimiser state on cuda:0, and never read a value on the host inside a training step
-(``forbid_host_sync``: forward, loss, backward, clipping and optimiser step).
+Each test builds a model on the CPU (float64, and float32), copies it (same weights) to the
+device, and runs a few training steps of both with the same batches and the same optimiser.  The
+device run must give the CPU's losses (to 1e-10 in float64) and end with the CPU's weights in the
+same dtype, keep every parameter, gradient and optimiser state on cuda:0, and never read a value
+on the host inside a training step (``forbid_host_sync``: forward, loss, backward, clipping and
+optimiser step).
 
 Without a GPU the device is the simulated array library (varlens/core/simulated_cuda.py), so these
 fail whenever any op of the model computes with NumPy, mixes a host array in, or synchronises;
@@ -16,13 +17,24 @@ import contextlib
 import copy
 
 import numpy as np
+import pytest
 
 import varlens as vl
 import varlens.nn as nn
 import varlens.nn.functional as F
 from conftest import assert_close
 
-TOL = dict(rtol=1e-10, atol=1e-10)
+# float64: the same numbers to rounding; float32: the dtype must be kept on the device.  (The
+# weights' float32 tolerance is looser than the losses': a parameter whose gradient is zero up to
+# rounding, such as attention's key bias, gets Adam steps of noise that differ between any two
+# ways of summing.)
+TOLS = {"float64": dict(rtol=1e-10, atol=1e-10), "float32": dict(rtol=2e-5, atol=2e-6)}
+PARAM_TOLS = {"float64": TOLS["float64"], "float32": dict(rtol=1e-4, atol=1e-4)}
+DTYPES = pytest.mark.parametrize("dtype", ["float64", "float32"])
+
+
+def _cast(model, dtype):
+    return model.double() if dtype == "float64" else model.float()
 
 
 def _to_device(batch):
@@ -70,12 +82,14 @@ def _train_both(sim_cuda, model, make_opt, batches, loss_fn, clip=None):
     return runs["cpu"], runs["cuda"], model, dev
 
 
-def _assert_same_training(cpu_losses, dev_losses, cpu_model, dev_model):
-    np.testing.assert_allclose(dev_losses, cpu_losses, err_msg="losses on the device vs the CPU", **TOL)
+def _assert_same_training(cpu_losses, dev_losses, cpu_model, dev_model, dtype):
+    tol = TOLS[dtype]
+    np.testing.assert_allclose(dev_losses, cpu_losses, err_msg="losses on the device vs the CPU", **tol)
     assert cpu_losses[-1] != cpu_losses[0], "the model did not train (the losses did not move)"
     dev_params = dict(dev_model.named_parameters())
     for name, p in cpu_model.named_parameters():
-        assert_close(dev_params[name], p, what=f"parameter {name} after training", **TOL)
+        assert dev_params[name].dtype == np.dtype(dtype), f"{name}: {dev_params[name].dtype} on the device"
+        assert_close(dev_params[name], p, what=f"parameter {name} after training", **PARAM_TOLS[dtype])
 
 
 # ------------------------------------------------------------------- a residual MLP
@@ -96,10 +110,11 @@ class ResidualMLP(nn.Module):
         return self.out(h)
 
 
-def test_residual_mlp_trains_on_device_as_on_cpu(sim_cuda):
-    model = ResidualMLP().double()
+@DTYPES
+def test_residual_mlp_trains_on_device_as_on_cpu(sim_cuda, dtype):
+    model = _cast(ResidualMLP(), dtype)
     rng = np.random.default_rng(0)
-    batches = [(rng.standard_normal((8, 6)), rng.integers(0, 4, 8)) for _ in range(3)]
+    batches = [(rng.standard_normal((8, 6)).astype(dtype), rng.integers(0, 4, 8)) for _ in range(3)]
 
     def loss_fn(m, b, state):
         x, y = b
@@ -108,7 +123,7 @@ def test_residual_mlp_trains_on_device_as_on_cpu(sim_cuda):
     cl, dl, cm, dm = _train_both(sim_cuda, model,
                                  lambda p: vl.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=1e-3),
                                  batches, loss_fn, clip=1.0)
-    _assert_same_training(cl, dl, cm, dm)
+    _assert_same_training(cl, dl, cm, dm, dtype)
 
 
 # ------------------------------------------------------------------- a small CNN
@@ -121,31 +136,33 @@ def _small_cnn():
         nn.Conv2d(4, 6, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(6, 3))
 
 
-def test_small_cnn_trains_on_device_as_on_cpu(sim_cuda):
-    model = _small_cnn().double()
+@DTYPES
+def test_small_cnn_trains_on_device_as_on_cpu(sim_cuda, dtype):
+    model = _cast(_small_cnn(), dtype)
     rng = np.random.default_rng(1)
-    batches = [(rng.standard_normal((4, 1, 8, 8)), rng.integers(0, 3, 4)) for _ in range(3)]
+    batches = [(rng.standard_normal((4, 1, 8, 8)).astype(dtype), rng.integers(0, 3, 4)) for _ in range(3)]
 
     def loss_fn(m, b, state):
         x, y = b
         return F.cross_entropy(m(x), y), None
 
     cl, dl, cm, dm = _train_both(sim_cuda, model, lambda p: vl.optim.Adam(p, lr=1e-2), batches, loss_fn)
-    _assert_same_training(cl, dl, cm, dm)
+    _assert_same_training(cl, dl, cm, dm, dtype)
     # BatchNorm's running statistics are buffers: updated on the device, equal to the CPU's
     cb, db = dict(cm.named_buffers()), dict(dm.named_buffers())
     for name, b in cb.items():
         if b.dtype.kind == "f":
             assert db[name].is_cuda, f"buffer {name} is on {db[name].device}"
-            assert_close(db[name], b, what=f"buffer {name}", **TOL)
+            assert_close(db[name], b, what=f"buffer {name}", **PARAM_TOLS[dtype])
 
 
 # ------------------------------------------------------------------- the GPT of varlens/models
 
-def test_gpt_trains_on_device_as_on_cpu(sim_cuda):
+@DTYPES
+def test_gpt_trains_on_device_as_on_cpu(sim_cuda, dtype):
     from varlens.models.gpt import GPT, GPTConfig
     cfg = GPTConfig(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=16)
-    model = GPT(cfg).double()
+    model = _cast(GPT(cfg), dtype)
     rng = np.random.default_rng(2)
     batches = []
     for _ in range(3):
@@ -160,17 +177,18 @@ def test_gpt_trains_on_device_as_on_cpu(sim_cuda):
     cl, dl, cm, dm = _train_both(sim_cuda, model,
                                  lambda p: vl.optim.AdamW(p, lr=1e-2, weight_decay=0.1), batches, loss_fn,
                                  clip=1.0)
-    _assert_same_training(cl, dl, cm, dm)
+    _assert_same_training(cl, dl, cm, dm, dtype)
     assert dm.lm_head.weight is dm.wte.weight, "moving the GPT to the device untied its weights"
 
 
 # ------------------------------------------------------------------- a character LSTM
 
-def test_char_lstm_trains_on_device_as_on_cpu(sim_cuda):
+@DTYPES
+def test_char_lstm_trains_on_device_as_on_cpu(sim_cuda, dtype):
     """Truncated back-propagation through time: the LSTM's state is carried (detached) from one
     step to the next, so the carried state must stay on the device too."""
     from varlens.models.char_rnn import CharRNN
-    model = CharRNN(vocab_size=10, hidden_size=12, num_layers=2, embed_dim=6, cell="lstm").double()
+    model = _cast(CharRNN(vocab_size=10, hidden_size=12, num_layers=2, embed_dim=6, cell="lstm"), dtype)
     rng = np.random.default_rng(3)
     stream = rng.integers(0, 10, (3 * 5 + 1, 4))          # (time, batch) streams
     batches = [(stream[5 * i:5 * i + 5], stream[5 * i + 1:5 * i + 6]) for i in range(3)]
@@ -185,7 +203,7 @@ def test_char_lstm_trains_on_device_as_on_cpu(sim_cuda):
 
     cl, dl, cm, dm = _train_both(sim_cuda, model, lambda p: vl.optim.Adam(p, lr=3e-2), batches, loss_fn,
                                  clip=5.0)
-    _assert_same_training(cl, dl, cm, dm)
+    _assert_same_training(cl, dl, cm, dm, dtype)
 
 
 def test_gpt_generates_on_device_as_on_cpu(sim_cuda):

@@ -138,6 +138,14 @@ LAYERS = {
     "TransformerDecoderLayer": (lambda dt: nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0,
                                                                       batch_first=True).to(dt),
                                 [N(2, 5, 8), N(2, 4, 8)]),
+    "MultiheadAttention_kdim_vdim": (lambda dt: _KV(nn.MultiheadAttention(8, 2, kdim=6, vdim=5).to(dt)),
+                                     [N(5, 2, 8), N(7, 2, 6), N(7, 2, 5)]),
+    "MultiheadAttention_unbatched_per_head": (lambda dt: _KV(_mha(dt), average_attn_weights=False),
+                                              [N(5, 8), N(6, 8), N(6, 8)]),
+    "Transformer": (lambda dt: _Seq2Seq(nn.Transformer(8, 2, 1, 1, 16, dropout=0.0, batch_first=True).to(dt)),
+                    [N(2, 5, 8), N(2, 4, 8)]),
+    "TransformerEncoder_padding": (lambda dt: _Encoder(nn.TransformerEncoder(nn.TransformerEncoderLayer(
+        8, 2, 16, dropout=0.0, batch_first=True), 2, enable_nested_tensor=False).to(dt)), [N(2, 5, 8)]),
     "ReLU": (lambda dt: nn.ReLU(), [N(5, 4)]),
     "GELU": (lambda dt: nn.GELU(), [N(5, 4)]),
     "GELU_tanh": (lambda dt: nn.GELU(approximate="tanh"), [N(5, 4)]),
@@ -163,6 +171,37 @@ class _Self(nn.Module):
     def forward(self, x):
         m = nn.Transformer.generate_square_subsequent_mask(x.shape[1], device=x.device, dtype=x.dtype)
         return self.mha(x, x, x, attn_mask=m)
+
+
+class _KV(nn.Module):
+    """Attention with separate keys and values (keyword arguments passed through)."""
+
+    def __init__(self, mha, **kw):
+        super().__init__()
+        self.mha, self.kw = mha, kw
+
+    def forward(self, q, k, v):
+        return self.mha(q, k, v, **self.kw)
+
+
+class _Seq2Seq(nn.Module):
+    def __init__(self, tr):
+        super().__init__()
+        self.tr = tr
+
+    def forward(self, src, tgt):
+        m = nn.Transformer.generate_square_subsequent_mask(tgt.shape[1], device=tgt.device, dtype=tgt.dtype)
+        return self.tr(src, tgt, tgt_mask=m, tgt_is_causal=True)
+
+
+class _Encoder(nn.Module):
+    def __init__(self, enc):
+        super().__init__()
+        self.enc = enc
+
+    def forward(self, x):
+        pad = vl.tensor([[False] * 5, [False] * 3 + [True] * 2]).to(x.device)
+        return self.enc(x, src_key_padding_mask=pad)
 
 
 class _Cross(nn.Module):
@@ -296,6 +335,22 @@ FUNCS = {
     "pairwise_distance": (lambda a, b: F.pairwise_distance(a, b), [N(5, 4), N(5, 4)]),
     "pdist": (lambda a: F.pdist(a), [N(5, 4)]),
     "linear": (lambda x, w, b: F.linear(x, w, b), [N(5, 4), N(3, 4), N(3)]),
+    "bilinear": (lambda a, b, w, c: F.bilinear(a, b, w, c), [N(3, 2), N(3, 4), N(5, 2, 4), N(5)]),
+    "linear_cross_entropy": (lambda x, w, t: F.linear_cross_entropy(x, w, t), [N(3, 4), N(5, 4), np.array([0, 4, 2])]),
+    "relu_": (lambda x: F.relu_(x * 1), [N(5, 4)]),
+    "elu_": (lambda x: F.elu_(x * 1), [N(5, 4)]),
+    "hardtanh_": (lambda x: F.hardtanh_(x * 1, -0.5, 0.5), [N(5, 4)]),
+    "threshold_": (lambda x: F.threshold_(x * 1, 0.1, 2.0), [N(5, 4)]),
+    "prelu": (lambda x, w: F.prelu(x, w), [N(3, 4, 2), N(4)]),
+    "softplus_beta": (lambda x: F.softplus(x, beta=2, threshold=1), [N(5, 4)]),
+    "glu": (lambda x: F.glu(x, 1), [N(3, 4, 2)]),
+    "local_response_norm": (lambda x: F.local_response_norm(x, 2), [N(2, 5, 3)]),
+    "one_hot_mix": (lambda x, t: x * F.one_hot(t, 4).to(x.dtype), [N(5, 4), np.array([0, 3, 1, 1, 2])]),
+    "mha_forward_bias_kv_zero_attn": (
+        lambda x, w, b, bk, bv, wo, bo, kpm: F.multi_head_attention_forward(
+            x, x, x, 8, 2, w, b, bk, bv, True, 0.0, wo, bo, key_padding_mask=kpm),
+        [N(5, 2, 8), N(24, 8), N(24), N(1, 1, 8), N(1, 1, 8), N(8, 8), N(8),
+         np.array([[False] * 5, [False] * 4 + [True]])]),
 }
 # inputs that get no gradient (targets, class weights, masks); the rest do
 NO_GRAD = {"binary_cross_entropy": (1, 2), "bce_with_logits": (2, 3), "cross_entropy_smooth_weight": (2,),
@@ -312,6 +367,24 @@ def test_function_on_device_matches_cpu(name, dtype, sim_cuda):
     skip = NO_GRAD.get(name, ())
     grad = tuple(i for i, a in enumerate(arrays) if a.dtype == np.float64 and i not in skip)
     check(sim_cuda, lambda dt: fn, arrays, dtype, grad=grad, module=False)
+
+
+@DTYPES
+@pytest.mark.parametrize("fn", ["batch_norm", "instance_norm"])
+def test_functional_running_stats_on_device(fn, dtype, sim_cuda):
+    """F.batch_norm / F.instance_norm in training update the running buffers in place, on the device."""
+    x = N(4, 3, 5).astype(dtype)
+    outs = []
+    for device in (False, True):
+        rm, rv = vl.tensor(np.zeros(3, dtype)), vl.tensor(np.ones(3, dtype))
+        xx = vl.tensor(x)
+        if device:
+            rm, rv, xx = rm.cuda(), rv.cuda(), xx.cuda()
+        with sim_cuda.forbid_host_sync() if device else _nullctx():
+            y = getattr(F, fn)(xx, rm, rv, training=True) if fn == "batch_norm" else F.instance_norm(xx, rm, rv)
+        outs.append((y, rm, rv))
+    for a, b, what in zip(outs[1], outs[0], ("output", "running_mean", "running_var")):
+        _close(a, b, dtype, what)
 
 
 def test_all_ignored_targets_give_nan_and_zero_gradient(sim_cuda):
@@ -546,3 +619,72 @@ def test_second_derivatives_on_device_match_cpu(loss, sim_cuda):
         gd = run(True)
     for i, (a, b) in enumerate(zip(gd, gc)):
         _close(a, b, np.float64, f"parameter {i}")
+
+
+LOSS_MODULES = {
+    "CrossEntropyLoss": (lambda dt: nn.CrossEntropyLoss(weight=vl.tensor(_w(4).astype(dt)), label_smoothing=0.1),
+                         [N(6, 4), TGT_IGN]),
+    "NLLLoss": (lambda dt: nn.NLLLoss(weight=vl.tensor(_w(4).astype(dt))), [N(6, 4), TGT]),
+    "BCELoss": (lambda dt: nn.BCELoss(weight=vl.tensor(_w(4).astype(dt))), [_sigm(5, 4), R.random((5, 4))]),
+    "BCEWithLogitsLoss": (lambda dt: nn.BCEWithLogitsLoss(pos_weight=vl.tensor(_w(4).astype(dt))),
+                          [N(5, 4), R.random((5, 4))]),
+    "MultiMarginLoss": (lambda dt: nn.MultiMarginLoss(weight=vl.tensor(_w(4).astype(dt))), [N(6, 4), TGT]),
+    "MultiLabelSoftMarginLoss": (lambda dt: nn.MultiLabelSoftMarginLoss(weight=vl.tensor(_w(4).astype(dt))),
+                                 [N(5, 4), R.integers(0, 2, (5, 4)).astype(np.float64)]),
+    "HuberLoss": (lambda dt: nn.HuberLoss(delta=0.5), [N(5, 4), N(5, 4)]),
+    "GaussianNLLLoss": (lambda dt: nn.GaussianNLLLoss(full=True), [N(5, 4), N(5, 4), R.random((5, 4)) + 0.1]),
+}
+
+
+@DTYPES
+@pytest.mark.parametrize("name", list(LOSS_MODULES))
+def test_loss_module_on_device_matches_cpu(name, dtype, sim_cuda):
+    """Loss modules whose class weights are buffers: .cuda() moves them, the loss runs on the device."""
+    make, arrays = LOSS_MODULES[name]
+    check(sim_cuda, make, arrays, dtype, grad=(0,))
+
+
+@DTYPES
+def test_ctc_loss_on_device_matches_cpu(dtype, sim_cuda):
+    """CTC on the device: the targets and lengths are read on the host once in forward (PyTorch
+    takes the lengths as host integers too); the recursion and the whole backward stay on the device."""
+    lp = np.log(_probs(7, 2, 5))
+    args = [np.array([[1, 2, 2], [3, 1, 0]]), np.array([7, 6]), np.array([3, 2])]
+    xc = vl.tensor(lp.astype(dtype)).requires_grad_(True)
+    xd = vl.tensor(lp.astype(dtype)).cuda().requires_grad_(True)
+    lc = F.ctc_loss(xc, *[vl.tensor(a) for a in args])
+    before = sim_cuda.host_syncs[0]
+    ld = F.ctc_loss(xd, *[vl.tensor(a).cuda() for a in args])
+    if not getattr(sim_cuda, "real", False):            # (host reads are counted by the simulator)
+        assert sim_cuda.host_syncs[0] - before == 3      # targets, input_lengths, target_lengths
+    _close(ld, lc, dtype, "loss")
+    lc.backward()
+    with sim_cuda.forbid_host_sync():
+        ld.backward()
+    _close(xd.grad, xc.grad, dtype, "gradient")
+
+
+ACTIVATIONS = ["ReLU", "ReLU6", "ELU", "SELU", "CELU", "Hardtanh", "Hardswish", "Hardsigmoid", "Hardshrink",
+               "Softshrink", "Tanhshrink", "Softsign", "LogSigmoid", "PReLU", "Softmin", "Threshold", "GLU"]
+
+
+@DTYPES
+@pytest.mark.parametrize("name", ACTIVATIONS)
+def test_activation_module_on_device_matches_cpu(name, dtype, sim_cuda):
+    def make(dt):
+        cls = getattr(nn, name)
+        m = cls(0.1, 0.0) if name == "Threshold" else cls(dim=1) if name == "Softmin" else cls()
+        return m.to(dt)
+    check(sim_cuda, make, [N(2, 4, 3, 2)], dtype, grad=(0,))
+
+
+def test_mixed_devices_raise_torchs_error(sim_cuda):
+    """A layer on the CPU given a CUDA input (or a CPU mask for CUDA attention) raises PyTorch's
+    same-device RuntimeError instead of computing on either device."""
+    x = vl.randn(4, 3, device="cuda")
+    for f in (lambda: nn.Linear(3, 2)(x), lambda: nn.LayerNorm(3)(x), lambda: nn.BatchNorm1d(3)(x),
+              lambda: nn.Embedding(5, 3)(vl.tensor([1, 2]).cuda()),
+              lambda: F.cross_entropy(x, vl.tensor([0, 1, 2, 0])),
+              lambda: F.scaled_dot_product_attention(x, x, x, attn_mask=vl.ones(4, 4, dtype=vl.bool))):
+        with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+            f()

@@ -20,12 +20,13 @@ def _host(a):
 _SHAPES = ((5, 4), (4,), (4, 3))
 
 
-def _problem(device):
+def _problem(device, dtype=None):
+    dtype = dtype or vl.float64
     rng = np.random.default_rng(3)
     ps, targets = [], []
     for s in _SHAPES:
-        ps.append(vl.tensor(rng.normal(size=s), dtype=vl.float64, device=device, requires_grad=True))
-        targets.append(vl.tensor(rng.normal(size=s), dtype=vl.float64, device=device)._data)
+        ps.append(vl.tensor(rng.normal(size=s), dtype=dtype, device=device, requires_grad=True))
+        targets.append(vl.tensor(rng.normal(size=s), dtype=dtype, device=device)._data)
     return ps, targets
 
 
@@ -66,8 +67,8 @@ OPTIMS = [
 ]
 
 
-def _run(name, kw, device, forbid=None, steps=5):
-    ps, targets = _problem(device)
+def _run(name, kw, device, forbid=None, steps=5, dtype=None):
+    ps, targets = _problem(device, dtype)
     opt = getattr(vl.optim, name)(ps, **kw)
     for _ in range(steps):
         if name == "LBFGS":
@@ -111,6 +112,23 @@ def test_optimizer_trajectory_on_device(sim_cuda, name, kw, nosync):
         for key, v in opt2.state[p].items():
             if isinstance(v, vl.Tensor) and v._data.ndim:
                 assert B.is_device_array(v._data), (name, key)
+
+
+@pytest.mark.parametrize("name,kw", [("SGD", dict(lr=0.05, momentum=0.9, nesterov=True)),
+                                     ("AdamW", dict(lr=0.05, amsgrad=True)), ("Adadelta", dict(lr=1.0)),
+                                     ("RMSprop", dict(lr=0.01, centered=True)), ("NAdam", dict(lr=0.05))])
+def test_optimizer_float32_on_device(sim_cuda, name, kw):
+    """float32 parameters keep float32 state on the device (Adadelta: the CPU runs its numba
+    kernel, the device the composite), and the trajectories agree to float32 rounding."""
+    cpu, _ = _run(name, kw, "cpu", dtype=vl.float32)
+    dev, dopt = _run(name, kw, DEV, sim_cuda.forbid_host_sync, dtype=vl.float32)
+    for c, d in zip(cpu, dev):
+        assert d._data.dtype == np.float32
+        np.testing.assert_allclose(_host(d), c._data, rtol=2e-5, atol=2e-6)
+    for p in dev:
+        for key, v in dopt.state[p].items():
+            if isinstance(v, vl.Tensor) and v._data.ndim:
+                assert v._data.dtype == np.float32 and B.is_device_array(v._data), key
 
 
 def test_optimizer_state_loads_onto_the_parameters_device(sim_cuda):
@@ -382,27 +400,34 @@ def test_cli_train_device_unavailable(tmp_path, capsys):
 
 
 # ----------------------------------------------------------------------------- the lens
-def _lens_model(device):
+def _lens_model(device, conv=False):
     vl.manual_seed(7)
     nn = vl.nn
-    m = nn.Sequential(nn.Linear(12, 32), nn.Tanh(), nn.LayerNorm(32), nn.Linear(32, 32), nn.ReLU(),
-                      nn.Dropout(0.0), nn.Linear(32, 10), nn.Softmax(dim=-1))
+    if conv:
+        m = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.AvgPool2d(2),
+                          nn.Flatten(), nn.Linear(64, 16), nn.GELU(), nn.Linear(16, 3))
+    else:
+        m = nn.Sequential(nn.Linear(12, 32), nn.Tanh(), nn.LayerNorm(32), nn.Linear(32, 32), nn.ReLU(),
+                          nn.Dropout(0.0), nn.Linear(32, 10), nn.Softmax(dim=-1))
     m = m.double()
     if device is not None:
         m.to(device)
     return m
 
 
-def _lens_rows(device, sim=None):
+def _lens_rows(device, sim=None, conv=False):
     from varlens.lens import Lens
     from varlens.lens.compare import compare
-    model = _lens_model(device)
-    x = vl.tensor(np.random.default_rng(1).standard_normal((64, 12)), dtype=vl.float64)
+    model = _lens_model(device, conv)
+    shape = (16, 2, 8, 8) if conv else (64, 12)
+    x = vl.tensor(np.random.default_rng(1).standard_normal(shape), dtype=vl.float64)
     if device is not None:
         x = x.to(device)
     lens = Lens(model, weight_every=1)
     syncs = []
-    for _ in range(3):
+    for i in range(3):
+        if conv and i == 2:
+            model.eval()           # (eval-mode BatchNorm: its per-channel input moments)
         n0 = sim.host_syncs[0] if sim else 0
         out = model(x)
         (out * out).sum().backward()
@@ -414,11 +439,12 @@ def _lens_rows(device, sim=None):
     return rows, lens, syncs
 
 
-def test_lens_on_a_device_model_gives_the_cpu_rows(sim_cuda):
+@pytest.mark.parametrize("conv", [False, True], ids=["mlp", "conv"])
+def test_lens_on_a_device_model_gives_the_cpu_rows(sim_cuda, conv):
     """Lens(model) on a device model: the records' statistics, reduced on the device, and the
     compare rows (predicted and measured second moments, forward and backward) equal the CPU's."""
-    rc, lc, _ = _lens_rows(None)
-    rd, ld, syncs = _lens_rows("cuda", sim_cuda)
+    rc, lc, _ = _lens_rows(None, conv=conv)
+    rd, ld, syncs = _lens_rows("cuda", sim_cuda, conv=conv)
     assert set(lc.records) == set(ld.records) and len(rc) == len(rd) > 10
     for k, a in lc.records.items():
         b = ld.records[k]
@@ -435,6 +461,13 @@ def test_lens_on_a_device_model_gives_the_cpu_rows(sim_cuda):
                     assert db[f] == v, (k, st, f)
         if a.unit_q is not None:
             np.testing.assert_allclose(b.unit_q, a.unit_q, rtol=1e-9)
+        for f, v in a.params.items():        # what the rules read: scalars and per-channel vectors
+            if isinstance(v, float):
+                assert b.params[f] == pytest.approx(v, rel=1e-9, abs=1e-12), (k, f)
+            elif isinstance(v, np.ndarray):
+                assert isinstance(b.params[f], np.ndarray), (k, f)
+                np.testing.assert_allclose(b.params[f], v, rtol=1e-9, atol=1e-12, err_msg=f"{k} {f}")
+        assert b.inp_var_group == pytest.approx(a.inp_var_group, rel=1e-9, abs=1e-15), k
     for ra, rb in zip(rc, rd):
         a, b = ra.as_dict(), rb.as_dict()
         assert a.keys() == b.keys()
@@ -472,3 +505,74 @@ def test_lens_history_over_a_device_fit(sim_cuda):
         assert a["quantiles"].keys() == b["quantiles"].keys()
         for k, q in a["quantiles"].items():
             np.testing.assert_allclose(b["quantiles"][k], q, rtol=1e-4, atol=1e-6)
+
+
+def test_muon_and_averaged_model_on_device(sim_cuda):
+    def run(device):
+        rng = np.random.default_rng(4)
+        ps = [vl.tensor(rng.normal(size=(6, 4)), dtype=vl.float64, device=device, requires_grad=True),
+              vl.tensor(rng.normal(size=(3, 5)), dtype=vl.float64, device=device, requires_grad=True)]
+        targets = [vl.tensor(rng.normal(size=p.shape), dtype=vl.float64, device=device)._data for p in ps]
+        opt = vl.optim.Muon(ps, lr=0.05)
+        vl.manual_seed(2)
+        model = vl.nn.Linear(4, 3, dtype=vl.float64)       # (drawn on the CPU: the same weights)
+        if device is not None:
+            model.to(device)
+        avg = vl.optim.swa_utils.AveragedModel(model, device=device)
+        for _ in range(4):
+            opt.zero_grad()
+            _loss_and_grad(ps, targets)
+            if device is not None:
+                with sim_cuda.forbid_host_sync():
+                    opt.step()
+            else:
+                opt.step()
+            with vl.no_grad():
+                model.weight.mul_(0.9)
+            avg.update_parameters(model)
+        return ps, avg
+    cpu, ac = run(None)
+    dev, ad = run(DEV)
+    for c, d in zip(cpu, dev):
+        assert B.is_device_array(d._data)
+        np.testing.assert_allclose(_host(d), c._data, rtol=1e-6)    # (bfloat16-rounded iterations)
+    assert B.is_device_array(ad.module.weight._data) and B.is_device_array(ad.n_averaged._data)
+    np.testing.assert_allclose(_host(ad.module.weight), ac.module.weight._data, rtol=1e-12)
+
+
+def test_trainer_device_checkpoint_resume_and_nonfinite_gradient(sim_cuda, tmp_path):
+    """A device run checkpointed after one epoch and resumed (optimiser state loaded back onto
+    the device) ends where an uninterrupted device run ends; a NaN gradient is named."""
+    from varlens.train.trainer import NonFiniteGradientError
+    t, tr, va = _digits_fit("cuda", epochs=2)
+    straight = t.fit(tr, va, epochs=2)
+    t1, tr1, va1 = _digits_fit("cuda", epochs=2)
+    t1.out_dir = str(tmp_path)
+    t1.fit(tr1, va1, epochs=1)
+    t2, tr2, va2 = _digits_fit("cuda", epochs=2)
+    t2.out_dir = str(tmp_path)
+    resumed = t2.fit(tr2, va2, epochs=2, resume=t1.last_checkpoint)
+    assert all(B.is_device_array(v._data) for st in t2.optimizer.state.values()
+               for v in st.values() if isinstance(v, vl.Tensor) and v._data.ndim)
+    np.testing.assert_allclose(resumed[-1]["val_loss"], straight[-1]["val_loss"], rtol=1e-6)
+
+    t3, tr3, _ = _digits_fit("cuda", log_interval=4)
+    w = t3.model.net[0].weight if hasattr(t3.model, "net") else next(t3.model.parameters())
+    w.register_hook(lambda g: g * float("nan") if t3.step == 2 else g)
+    with pytest.raises(NonFiniteGradientError, match=r"at step 3; on the CUDA device"):
+        t3.train_epoch(tr3, 0)
+
+
+def test_noise_scale_of_a_device_model(sim_cuda):
+    from varlens.lens.noise_scale import estimate_module
+
+    def run(device):
+        vl.manual_seed(3)
+        model = vl.nn.Sequential(vl.nn.Linear(6, 8), vl.nn.Tanh(), vl.nn.Linear(8, 1)).double()
+        if device is not None:
+            model.to(device)
+        rng = np.random.default_rng(0)
+        X, y = rng.standard_normal((256, 6)), rng.standard_normal((256, 1))
+        return estimate_module(model, vl.nn.MSELoss(), X, y, b_small=4, b_big=32, n_batches=6)
+    c, d = run(None), run(DEV)
+    assert d.b_simple == pytest.approx(c.b_simple, rel=1e-9) and d.g2 == pytest.approx(c.g2, rel=1e-9)

@@ -167,6 +167,20 @@ CASES = [
     ("clone_contig", lambda x: x.t().contiguous().clone(), [X34]),
     ("trapezoid", lambda y: vl.trapezoid(y, dim=1), [X34]),
     ("diff", lambda x: vl.diff(x, 1, 1), [X34]),
+    ("cumulative_trapezoid", lambda y: vl.cumulative_trapezoid(y, dim=0), [X34]),
+    ("quantile", lambda x: vl.quantile(x, 0.3, 1), [X34]),
+    ("cdist", lambda a, b: vl.cdist(a, b), [X34, X34[:2] + 0.5]),
+    ("kron", lambda a, b: vl.kron(a, b), [X34[:2, :2].copy(), X34[1:, 2:].copy()]),
+    ("cov", lambda x: vl.cov(x), [X34]),
+    ("tensordot", lambda a, b: vl.tensordot(a, b, ([1, 2], [1, 2])), [X234, X234]),
+    ("renorm", lambda x: vl.renorm(x, 2, 0, 1.0), [X34]),
+    ("diagonal_scatter", lambda a, b: vl.diagonal_scatter(a, b), [X34, X34[0, :3].copy()]),
+    ("select_scatter", lambda a, b: vl.select_scatter(a, b, 0, 1), [X34, X34[2].copy()]),
+    ("cartesian_prod", lambda a, b: vl.cartesian_prod(a, b), [X34[0].copy(), X34[1, :2].copy()]),
+    ("nanmean", lambda x: vl.nanmean(x, 1), [X34]),
+    ("take", lambda x, i: vl.take(x, i), [X34, np.array([0, 5, 11])]),
+    ("cummin", lambda x: vl.cummin(x, 0), [X34]),
+    ("fill_diagonal", lambda x: (x * 1).fill_diagonal_(0.5), [X34]),
 ]
 
 
@@ -207,6 +221,18 @@ LINALG = [
     ("matrix_norm", lambda a: vl.linalg.matrix_norm(a), [R.standard_normal((3, 5))]),
     ("matrix_power", lambda a: vl.linalg.matrix_power(a, 3), [R.standard_normal((3, 3))]),
     ("cholesky_inverse", lambda a: vl.cholesky_inverse(vl.linalg.cholesky(a)), [_spd(3)]),
+    ("cholesky_ex", lambda a: vl.linalg.cholesky_ex(a), [_spd(3)]),
+    ("inv_ex", lambda a: vl.linalg.inv_ex(a), [_spd(3)]),
+    ("solve_ex", lambda a, b: vl.linalg.solve_ex(a, b), [_spd(3), R.standard_normal((3, 2))]),
+    ("pinv", lambda a: vl.linalg.pinv(a), [R.standard_normal((4, 3))]),
+    ("pinv_hermitian", lambda a: vl.linalg.pinv(a, hermitian=True), [_spd(3)]),
+    ("matrix_rank", lambda a: vl.linalg.matrix_rank(a), [R.standard_normal((2, 4, 3))]),
+    ("lstsq", lambda a, b: vl.linalg.lstsq(a, b).solution, [R.standard_normal((2, 5, 3)), R.standard_normal((2, 5, 2))]),
+    ("logdet", lambda a: vl.logdet(a), [_spd(3)]),
+    ("multi_dot", lambda a, b, c: vl.linalg.multi_dot([a, b, c]), [X34, X34.T.copy(), X34]),
+    ("cross", lambda a, b: vl.linalg.cross(a, b), [X34[:, :3].copy(), X34[:, 1:].copy()]),
+    ("vander", lambda x: vl.linalg.vander(x, N=3), [X34[0].copy()]),
+    ("householder", lambda a, t: vl.linalg.householder_product(a, t), [R.standard_normal((4, 3)), R.standard_normal(2)]),
 ]
 
 
@@ -370,3 +396,35 @@ def test_random_fills_on_device(sim_cuda):
 def test_apply_on_device_is_cpu_only(sim_cuda):
     with pytest.raises(TypeError, match="CPU tensors"):
         vl.zeros(3).cuda().apply_(lambda v: v + 1)
+
+
+def test_integer_results_on_device_match_cpu(sim_cuda):
+    def both(fn, *arrays, no_sync=False):
+        cpu = fn(*[vl.tensor(a) for a in arrays])
+        dev_in = [vl.tensor(a).cuda() for a in arrays]
+        with sim_cuda.forbid_host_sync() if no_sync else _null():
+            dev = fn(*dev_in)
+        cpu, dev = (cpu if isinstance(cpu, tuple) else (cpu,)), (dev if isinstance(dev, tuple) else (dev,))
+        for c, d in zip(cpu, dev):
+            assert d.is_cuda and d.dtype == c.dtype
+            np.testing.assert_array_equal(_host(d), c.numpy())
+    ints = np.array([3, 1, 1, 4, 3, 3])
+    both(lambda i: vl.unravel_index(i, (2, 3)), ints, no_sync=True)
+    both(lambda x: vl.searchsorted(vl.sort(x, 1).values, x[:, :2]), X34, no_sync=True)
+    both(lambda x: vl.bucketize(x, vl.tensor([-0.5, 0.0, 0.5], dtype=x.dtype).to(x.device)), X34, no_sync=True)
+    both(lambda x: vl.cummax(x, 1).indices, X34, no_sync=True)
+    both(lambda i: vl.bincount(i, minlength=6), ints)
+    both(lambda x: vl.histc(x, 5, -2, 2), X34)
+    both(lambda x: vl.histogram(x, 4, range=(-2.0, 2.0)).hist, X34)
+    both(lambda i: vl.unique_consecutive(i, return_counts=True), ints)
+    both(lambda i: vl.repeat_interleave(i, 2), ints)
+    t = vl.tril_indices(4, 3, -1, device="cuda")
+    assert t.is_cuda
+    np.testing.assert_array_equal(_host(t), vl.tril_indices(4, 3, -1).numpy())
+
+
+def test_host_only_linalg_raises_clearly_on_device(sim_cuda):
+    a = vl.tensor(_spd(3)).cuda()
+    for fn in (vl.linalg.matrix_exp, vl.linalg.lu_factor, vl.geqrf):
+        with pytest.raises(NotImplementedError, match="CUDA tensor"):
+            fn(a)

@@ -141,18 +141,24 @@ def from_squared_norms(sq_small, sq_big, b_small, b_big, paired=False):
 def estimate_module(model, loss_fn, X, y, b_small=8, b_big=128, n_batches=32, seed=0):
     """B_simple of a varlens model at its current parameters on data (X, y) (Tensors or arrays)."""
     import varlens as vl
-    Xa = X.detach().numpy() if isinstance(X, vl.Tensor) else np.asarray(X)
-    ya = y.detach().numpy() if isinstance(y, vl.Tensor) else np.asarray(y)
+    Xa = X.detach().cpu().numpy() if isinstance(X, vl.Tensor) else np.asarray(X)
+    ya = y.detach().cpu().numpy() if isinstance(y, vl.Tensor) else np.asarray(y)
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("estimate_module: the model has no parameter that requires grad")
+    dev = params[0].device if params[0].device.type != "cpu" else None   # a model on CUDA
+
+    def batch(a):
+        t = vl.tensor(a)
+        return t if dev is None else t.to(dev)
 
     def grad_fn(idx):
         for p in params:
             p.grad = None
-        loss = loss_fn(model(vl.tensor(Xa[idx])), vl.tensor(ya[idx]))
+        loss = loss_fn(model(batch(Xa[idx])), batch(ya[idx]))
         loss.backward()
-        return np.concatenate([(p.grad.numpy() if p.grad is not None else np.zeros(p.shape)).ravel()
+        # (on a device each flattened gradient is copied to the host for the estimator)
+        return np.concatenate([(p.grad.cpu().numpy() if p.grad is not None else np.zeros(p.shape)).ravel()
                                for p in params])
     out = estimate(grad_fn, len(Xa), b_small, b_big, n_batches, seed)
     for p in params:

@@ -23,10 +23,11 @@ step, the first sampled step included) it records weight and weight-gradient sta
 float16/bfloat16 headroom counts and per-unit moments; then it arms the hooks for the next
 step if that is to be sampled (every ``every`` steps).  ``lens.detach()`` removes every hook.
 
-A model on the CUDA device is measured there: the statistics above are reduced on the device
-and a few scalars per tensor come back (varlens.lens.records).  The rarer extras (normalisation
-groups' variances, channel and feature means on detail steps, softmax row variances, attention
-internals, pooling correlations) are computed on a host copy of the tensor.
+A model on the CUDA device is measured there: the statistics above, and the extras the rules
+need (normalisation groups' variances, per-channel and per-feature means, softmax row variances,
+pooling correlations), are reduced on the device and a few scalars (or per-channel vectors) per
+tensor come back.  Only a fused attention's internals (logits and probabilities) are computed on
+a host copy of q and k.
 """
 from __future__ import annotations
 
@@ -414,16 +415,16 @@ class Lens:
                 return
             m, q = mo[1], mo[2]
         if i == 0 and module is not None and rec.kind in NORM_LIKE:
-            rec.inp_var_group = self._group_var(module, _h(a), rec.params)
+            rec.inp_var_group = self._group_var(module, a, rec.params)
             if rec.kind.startswith("BatchNorm") and not module.training:
-                x = _h(a).astype(np.float64)
+                x = a.astype(np.float64)
                 axes = (0,) + tuple(range(2, x.ndim))
-                rec.params["channel_mean"] = x.mean(axis=axes)
-                rec.params["channel_q"] = (x * x).mean(axis=axes)
+                rec.params["channel_mean"] = _h(x.mean(axis=axes))
+                rec.params["channel_q"] = _h((x * x).mean(axis=axes))
         if i == 0 and module is not None and rec.kind in LINEAR_LIKE | POOL_LIKE:
             rec.params["in_shape"] = tuple(a.shape)
         if i == 0 and self._detail and rec.kind in MIXING_KINDS:
-            self._feature_means(rec, _h(a))
+            self._feature_means(rec, a)
         if i == 0 and self._detail and (rec.kind in ACT_OPS or rec.kind in ACT_NAMES) and rec.kind != "Identity":
             if prev is not None and prev[0] is a:
                 pr = self.records[prev[1]]
@@ -432,7 +433,7 @@ class Lens:
                     pk.startswith("BatchNorm") or a.ndim == 4
             else:
                 rec.params["conv_input"] = a.ndim == 4
-            _channel_moments(rec, _h(a))
+            _channel_moments(rec, a)
         im.add(m, q, a.shape)
 
     @staticmethod
@@ -448,7 +449,12 @@ class Lens:
     def _feature_means_of(rec, x):
         if rec.kind.startswith("Conv") or rec.kind == "conv":
             fm = x.mean(axis=(0,) + tuple(range(2, x.ndim)), dtype=np.float64)
-            prof = np.einsum("nc...,nc...->...", x, x, dtype=np.float64) / (x.shape[0] * x.shape[1])
+            if x.__class__ is np.ndarray:
+                prof = np.einsum("nc...,nc...->...", x, x, dtype=np.float64) / (x.shape[0] * x.shape[1])
+            else:                            # on the device; the channel means and profile come back
+                x64 = x.astype(np.float64)
+                prof = B.to_host((x64 * x64).sum(axis=(0, 1))) / (x.shape[0] * x.shape[1])
+                fm = B.to_host(fm)
             old = rec.params.get("in_profile_sum")
             if old is None or old.shape != prof.shape:
                 rec.params["in_profile_sum"], rec.params["in_profile_n"] = prof, 1
@@ -457,7 +463,10 @@ class Lens:
                 rec.params["in_profile_n"] += 1
         else:
             x2 = x.reshape(-1, x.shape[-1])
-            fm = (ones_cached(x2.shape[0], x2.dtype) @ x2).astype(np.float64) / x2.shape[0]
+            if x2.__class__ is np.ndarray:
+                fm = (ones_cached(x2.shape[0], x2.dtype) @ x2).astype(np.float64) / x2.shape[0]
+            else:                            # on the device; the vector of feature means comes back
+                fm = B.to_host(x2.sum(axis=0).astype(np.float64)) / x2.shape[0]
         p = rec.params
         old = p.get("in_fmean_sum")
         if old is None or old.shape != fm.shape:
@@ -595,33 +604,33 @@ class Lens:
             if top > 0:
                 p["p"] = 1.0 - 1.0 / top
         elif op in ("softmax", "log_softmax") and isinstance(args[0], _Tensor):
-            x = _h(args[0]._data)
+            x = args[0]._data
             dim = args[1] if len(args) > 1 and isinstance(args[1], int) else kwargs.get("dim", -1)
             with np.errstate(invalid="ignore", over="ignore"):
-                rv = float(np.mean(np.var(x.astype(np.float64), axis=dim)))
+                rv = float(x.astype(np.float64).var(axis=dim).mean())   # (on a device: one scalar back)
             p["row_var_sum"] = p.get("row_var_sum", 0.0) + rv
             p["row_var_n"] = p.get("row_var_n", 0) + 1
             p["n"] = x.shape[dim]
         elif op in ("layer_norm", "rms_norm"):
-            x = _h(args[0]._data).astype(np.float64)
+            x = args[0]._data.astype(np.float64)
             axes = tuple(range(x.ndim - int(kwargs.get("nd", 1)), x.ndim))
             rec.inp_var_group = _norm_stats(x, axes, float(kwargs.get("eps") or 1e-5), op == "rms_norm", p)
         if op == "batch_norm":
             bs = kwargs.get("batch_stats", True)
             p["batch_stats"] = bool(bs)
             if bs:
-                x = _h(args[0]._data).astype(np.float64)
+                x = args[0]._data.astype(np.float64)
                 rec.inp_var_group = _norm_stats(x, (0,) + tuple(range(2, x.ndim)), float(kwargs.get("eps") or 1e-5),
                                                 False, p)
             if not bs:
                 p["running_mean"] = _h(kwargs.get("mean")).reshape(-1).astype(np.float64)
                 p["running_var"] = _h(kwargs.get("var")).reshape(-1).astype(np.float64)
-                x = _h(args[0]._data).astype(np.float64)
+                x = args[0]._data.astype(np.float64)
                 axes = (0,) + tuple(range(2, x.ndim))
-                p["channel_mean"] = x.mean(axis=axes)
-                p["channel_q"] = (x * x).mean(axis=axes)
+                p["channel_mean"] = _h(x.mean(axis=axes))
+                p["channel_q"] = _h((x * x).mean(axis=axes))
         elif op == "avg_pool":
-            p["lag_corr"] = _window_correlation(_h(args[0]._data), kwargs.get("kernel_size", (2, 2)))
+            p["lag_corr"] = _window_correlation(args[0]._data, kwargs.get("kernel_size", (2, 2)))
 
     def _sdpa_internals(self, path, args, res):
         """Attention logits and probabilities of a fused scaled_dot_product_attention: records
@@ -766,6 +775,13 @@ def _norm_stats(x, axes, eps, rms=False, params=None):
     """The mean variance (mean square for RMS norm) nu each normalisation group sees; with
     ``params``, also the mean over groups of nu/(nu + eps) ('shrink': the exact factor of the
     output's second moment, which a pooled nu/(nu + eps) misses when nu is near eps)."""
+    if x.__class__ is not np.ndarray:           # a CUDA array: reduced there, two scalars come back
+        xp = B.namespace(x)
+        nu = (x * x).mean(axis=axes) if rms else x.var(axis=axes)
+        h = B.to_host(xp.stack([xp.mean(nu / (nu + eps)), xp.mean(nu)]))
+        if params is not None:
+            params["shrink"] = float(h[0])
+        return float(h[1])
     with np.errstate(invalid="ignore", over="ignore"):
         nu = (x * x).mean(axis=axes) if rms else x.var(axis=axes)
         if params is not None:
@@ -784,6 +800,8 @@ def _channel_moments(rec, a):
     with np.errstate(invalid="ignore", over="ignore"):
         x2 = x * x
         m, q, c3 = x.mean(axis=axes), x2.mean(axis=axes), (x2 * x).mean(axis=axes)
+    if m.__class__ is not np.ndarray:       # reduced on the device: the three per-channel vectors come back
+        m, q, c3 = B.to_host(B.namespace(m).stack([m, q, c3]))
     p = rec.params
     if p.get("in_cmean_sum") is None or p["in_cmean_sum"].shape != m.shape:
         p["in_cmean_sum"], p["in_cq_sum"], p["in_c3_sum"], p["in_c_n"] = m, q, c3, 1
@@ -805,20 +823,23 @@ def _window_correlation(x, kernel):
         return 0.0
     k = (kernel, kernel) if isinstance(kernel, int) else tuple(kernel)
     xs = x.astype(np.float64)
-    v = float(np.mean(xs * xs))
-    if v <= 0:
-        return 0.0
     kh = k[0]
     kw = k[-1]
-    tot, pairs = 0.0, 0
+    lags, sums = [], [(xs * xs).mean()]       # E[x^2], then E[x_a x_b] at each lag
     for dy in range(-(kh - 1), kh):
         for dx in range(-(kw - 1), kw):
             if dy == 0 and dx == 0:
                 continue
-            w = (kh - abs(dy)) * (kw - abs(dx))          # pairs at this lag inside one window
             a = xs[..., max(dy, 0):xs.shape[-2] + min(dy, 0), max(dx, 0):xs.shape[-1] + min(dx, 0)]
             b = xs[..., max(-dy, 0):xs.shape[-2] + min(-dy, 0), max(-dx, 0):xs.shape[-1] + min(-dx, 0)]
             if a.size:
-                tot += w * float(np.mean(a * b)) / v
-                pairs += w
+                lags.append((kh - abs(dy)) * (kw - abs(dx)))   # pairs at this lag inside one window
+                sums.append((a * b).mean())
+    h = [float(m) for m in sums] if xs.__class__ is np.ndarray else \
+        B.to_host(B.namespace(xs).stack(sums)).tolist()       # (on a device: one copy of the scalars)
+    v = h[0]
+    if v <= 0:
+        return 0.0
+    tot = sum(w * m / v for w, m in zip(lags, h[1:]))
+    pairs = sum(lags)
     return tot / pairs if pairs else 0.0

@@ -19,7 +19,6 @@ import string
 
 from varlens.core.function import Function
 from varlens.core import array as B
-from varlens.core.array import xp
 from varlens.core.tensor import Tensor
 from varlens.ops.pointwise import torch_dtype_name as _tn
 from varlens.ops.shape import expand, reshape

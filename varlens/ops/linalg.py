@@ -52,7 +52,7 @@ from varlens.ops.shape import squeeze
 from varlens.ops.shape import stack
 from varlens.ops.index import tril
 from varlens.ops.index import triu
-from varlens.ops.index import _diagonal
+from varlens.ops.index import _diagonal, _ns
 from varlens.ops.shape import narrow
 from varlens.ops import pointwise as E
 from varlens.ops.reduce import Norm2
@@ -531,6 +531,13 @@ class LinAlgError(RuntimeError):
     torch.linalg.LinAlgError (also a RuntimeError)."""
 
 
+def _host_only(a, what):
+    """NotImplementedError for a CUDA array given to a routine that calls LAPACK through SciPy."""
+    if a.__class__ is not xp.ndarray and B.is_device_array(a):
+        raise NotImplementedError(f"{what} on a CUDA tensor is not implemented in varlens yet (it calls "
+                                  "LAPACK through SciPy, on the host); move the tensor with .cpu() first")
+
+
 def _sla():
     import scipy.linalg as sla  # LAPACK routines NumPy does not expose (trtrs, expm, potrf info)
     return sla
@@ -598,11 +605,6 @@ def _needs_grad(*ts):
 
 
 # ---------------------------------------------------------------- helpers for arrays or Tensors
-def _ns(a):
-    """The array library of the array ``a`` (NumPy without a lookup on the host path)."""
-    return xp if a.__class__ is xp.ndarray else B.namespace(a)
-
-
 def _lib(v):
     """The array library of an array or a Tensor."""
     return _ns(v._data if isinstance(v, Tensor) else v)
@@ -779,6 +781,7 @@ def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
     L, info = _cholesky_info(A._data)
     if info is None:   # (a device: no check; info reads 0, a failed factor holds NaN)
         info = B.namespace(L).zeros(tuple(A.shape[:-2]), dtype=xp.int32)
+        Lt = Cholesky.apply(A, upper=upper)
     elif info.any():
         if check_errors:
             _raise_cholesky(info, "linalg.cholesky_ex")
@@ -1153,12 +1156,23 @@ def svd_old(input, some=True, compute_uv=True, *, out=None):  # noqa: A002
 def _tol(s_max, m, n, dtype, atol, rtol):
     """max(atol, rtol * s_max) with torch's defaults: rtol = eps * max(m, n) unless only an
     atol > 0 is given (then rtol = 0)."""
+    xp = _ns(s_max)
+
     def arr(v):
         return v._data if isinstance(v, Tensor) else xp.asarray(v, dtype=dtype)
     if rtol is None:
-        rtol = 0.0 if atol is not None and bool(xp.all(arr(atol) > 0)) else xp.finfo(dtype).eps * max(m, n)
+        # (whether atol > 0 decides the default: a host read when atol is a CUDA tensor)
+        rtol = 0.0 if atol is not None and bool(B.to_host(arr(atol) > 0).all()) else xp.finfo(dtype).eps * max(m, n)
     a = 0.0 if atol is None else arr(atol)
     return xp.maximum(a, arr(rtol) * s_max)
+
+
+def _max_last(s):
+    """The largest value along the last axis, 0 for an empty axis (``max(-1, initial=0)``, which
+    CuPy lacks)."""
+    if s.shape[-1]:
+        return s.max(-1)
+    return _ns(s).zeros(s.shape[:-1], s.dtype)
 
 
 class Pinv(Function):
@@ -1171,7 +1185,7 @@ class Pinv(Function):
         m, n = a.shape[-2], a.shape[-1]
         if hermitian:
             w, v = xp.linalg.eigh(a)
-            tol = _tol(xp.abs(w).max(-1, initial=0.0), m, n, a.dtype, atol, rtol)
+            tol = _tol(_max_last(xp.abs(w)), m, n, a.dtype, atol, rtol)
             keep = xp.abs(w) > tol[..., None]
             inv = xp.where(keep, 1.0 / xp.where(keep, w, 1), 0).astype(a.dtype)
             p = (v * inv[..., None, :]) @ xp.swapaxes(v, -1, -2)
@@ -1230,7 +1244,7 @@ def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None, out=None)
         s = xp.abs(xp.linalg.eigvalsh(a))
     else:
         s = xp.linalg.svd(a, compute_uv=False)
-    smax = s.max(-1, initial=0.0)
+    smax = _max_last(s)
     t = _tol(smax, m, n, a.dtype, atol, rtol)
     return Tensor._make((s > xp.asarray(t)[..., None]).sum(-1).astype(xp.int64))
 
@@ -1258,7 +1272,8 @@ class Lstsq(Function):
         n, k = a.shape[-1], b.shape[-1]
         x = xp.stack(xs).reshape(batch + (n, k)).astype(a.dtype, copy=False) if xs else \
             xp.zeros(batch + (n, k), a.dtype)
-        self.rank = xp.asarray(ranks, dtype=xp.int64).reshape(batch)
+        self.rank = (xp.stack([xp.asarray(r, dtype=xp.int64) for r in ranks]) if ranks else
+                     xp.zeros((0,), xp.int64)).reshape(batch)
         self.sv = (xp.stack(svs) if svs else xp.zeros((0, min(a.shape[-2:])), a.dtype)).reshape(
             batch + (-1,)).astype(a.dtype, copy=False)
         self.a, self.b, self.x, self.rcond = a, b, x, rcond
@@ -1266,7 +1281,9 @@ class Lstsq(Function):
 
     def backward(self, g):
         a, b = self.a, self.b
-        p = Pinv().forward(a, rtol=self.rcond)
+        pf = Pinv()
+        pf.xp = self.xp
+        p = pf.forward(a, rtol=self.rcond)
         gb = D.matmul(D.mT(p), g) if self.next[1] is not None else None
         ga = _pinv_grad(D.matmul(g, D.mT(b)), a, p) if self.next[0] is not None else None
         return ga, gb
@@ -1301,6 +1318,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
         info = X._node                      # the recorded node keeps the rank and singular values
     else:
         info = Lstsq()
+        info.xp = xp
         X = Tensor._make(info.forward(A._data, Bm._data, rcond))
     empty = Tensor._make(xp.empty((0,), dtype=A.dtype))
     rank = Tensor._make(info.rank) if driver != "gels" else Tensor._make(xp.empty((0,), xp.int64))
@@ -1342,6 +1360,7 @@ class MatrixExp(Function):
 def matrix_exp(A):
     """torch.linalg.matrix_exp (and torch.matrix_exp, Tensor.matrix_exp)."""
     _check(A, "linalg.matrix_exp", square=True)
+    _host_only(A._data, "linalg.matrix_exp")
     return MatrixExp.apply(A)
 
 
@@ -1550,6 +1569,7 @@ def tensorsolve(A, B, dims=None, *, out=None):
 def _getrf(a):
     """Per matrix LAPACK getrf: packed LU factors, 1-based pivots (int32) and info (0, or the
     1-based index of the first exactly-zero pivot of U)."""
+    _host_only(a, "the LU factorisation (linalg.lu, lu_factor, lu_solve, inv_ex/solve_ex's info)")
     sla = _sla()
     m, n = a.shape[-2], a.shape[-1]
     batch = a.shape[:-2]
@@ -1737,6 +1757,9 @@ def _ex(A, check_errors, fn, matrix, compute, nan_shape):
     """(compute(), info = 0); where LAPACK finds A singular, (NaN of nan_shape(), info > 0: the
     1-based index of the first exactly zero pivot of A's LU factorisation), or with check_errors
     a LinAlgError naming the op (``matrix`` is how the message names A)."""
+    if A._data.__class__ is not xp.ndarray:   # a device: no check (it would read the device); a
+        # singular A gives Inf/NaN there, as CuPy's solvers, and info reads 0
+        return compute(), Tensor._make(B.namespace(A._data).zeros(tuple(A.shape[:-2]), dtype=xp.int32))
     try:
         return compute(), Tensor._make(xp.zeros(tuple(A.shape[:-2]), dtype=xp.int32))
     except xp.linalg.LinAlgError:
@@ -1830,6 +1853,7 @@ def geqrf(input, *, out=None):  # noqa: A002
     differentiable, as in PyTorch (use linalg.qr for gradients)."""
     _check(input, "geqrf", "input")
     a = input._data
+    _host_only(a, "geqrf")
     m, n = a.shape[-2], a.shape[-1]
     flat = a.reshape((-1, m, n))
     qr_ = xp.empty_like(flat)

@@ -26,13 +26,8 @@ from varlens.ops.return_types import mode as _Mode
 from varlens.ops.return_types import nanmedian as _NanMedian
 from varlens.ops._args import _tensor
 from varlens.ops.pointwise import clone
-from varlens.ops.index import gather
+from varlens.ops.index import _ns, gather
 from collections import namedtuple
-
-
-def _ns(a):
-    """The array library of the array ``a`` (NumPy without a lookup on the host path)."""
-    return xp if a.__class__ is xp.ndarray else B.namespace(a)
 
 
 def _dim(dim, ndim, op):

@@ -12,7 +12,6 @@ from varlens.ops.shape import cat
 from varlens.ops.shape import narrow
 from varlens.ops.compare import ne
 from varlens.core import array as B
-from varlens.core.array import xp
 from varlens.core.function import Function
 from varlens.ops.reduce import _one_dim
 from varlens.ops.shape import flip

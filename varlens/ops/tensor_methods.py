@@ -74,7 +74,7 @@ def _binary_inplace(self, op, ufunc, other):
             raise RuntimeError(f"{op.__name__}_: this tensor is a read-only broadcast view (from "
                                "expand/broadcast_to) and cannot be changed in place; clone() it first")
         try:
-            (getattr(_ns(a), ufunc) if a.__class__ is not xp.ndarray else getattr(xp, ufunc))(
+            (ufunc if a.__class__ is xp.ndarray else getattr(_ns(a), ufunc.__name__))(
                 a, o, out=a, casting="same_kind")
         except ValueError:
             raise RuntimeError(f"{op.__name__}_: the value of shape {tuple(getattr(o, 'shape', ()))} "
@@ -94,21 +94,21 @@ def _check_same_device(a, o):
 def add_(self, other, *, alpha=1):
     if alpha != 1:
         other = other * alpha
-    return _binary_inplace(self, _add_op, "add", other)
+    return _binary_inplace(self, _add_op, xp.add, other)
 
 def sub_(self, other, *, alpha=1):
     if alpha != 1:
         other = other * alpha
-    return _binary_inplace(self, _sub_op, "subtract", other)
+    return _binary_inplace(self, _sub_op, xp.subtract, other)
 
 def mul_(self, other):
-    return _binary_inplace(self, _mul_op, "multiply", other)
+    return _binary_inplace(self, _mul_op, xp.multiply, other)
 
 def div_(self, other):
-    return _binary_inplace(self, _div_op, "true_divide", other)
+    return _binary_inplace(self, _div_op, xp.true_divide, other)
 
 def pow_(self, other):
-    return _binary_inplace(self, _pow_op, "power", other)
+    return _binary_inplace(self, _pow_op, xp.power, other)
 
 
 def addcmul_(self, t1, t2, value=1):
@@ -122,31 +122,32 @@ def lerp_(self, end, weight):
 
 def _unary_(self, name, ufunc):
     fn = _UNARY[name]
-    return _inplace(self, lambda: fn(self), lambda a: getattr(_ns(a), ufunc)(a, out=a))
+    return _inplace(self, lambda: fn(self), lambda a: (ufunc if a.__class__ is xp.ndarray else
+                                                       getattr(_ns(a), ufunc.__name__))(a, out=a))
 
 def exp_(self):
-    return _unary_(self, "exp", "exp")
+    return _unary_(self, "exp", xp.exp)
 
 def log_(self):
-    return _unary_(self, "log", "log")
+    return _unary_(self, "log", xp.log)
 
 def sqrt_(self):
-    return _unary_(self, "sqrt", "sqrt")
+    return _unary_(self, "sqrt", xp.sqrt)
 
 def abs_(self):
-    return _unary_(self, "abs", "abs")
+    return _unary_(self, "abs", xp.abs)
 
 def neg_(self):
-    return _unary_(self, "neg", "negative")
+    return _unary_(self, "neg", xp.negative)
 
 def tanh_(self):
-    return _unary_(self, "tanh", "tanh")
+    return _unary_(self, "tanh", xp.tanh)
 
 def sin_(self):
-    return _unary_(self, "sin", "sin")
+    return _unary_(self, "sin", xp.sin)
 
 def cos_(self):
-    return _unary_(self, "cos", "cos")
+    return _unary_(self, "cos", xp.cos)
 
 def relu_(self):
     return _inplace(self, lambda: _relu_op(self), lambda a: _ns(a).maximum(a, 0, out=a))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from varlens.core import array as B
 from varlens.optim.optimizer import Optimizer, _lerp_, _xp, _zeros_state
 
 
@@ -45,7 +46,8 @@ def _orthogonalize(G, coeffs, steps, eps):
     if X.shape[0] > X.shape[1]:
         X = X.T
     norm = _bf16(xp.sqrt((X * X).sum(dtype=xp.float32)))
-    X = _bf16(X / xp.maximum(norm, _bf16(xp.float32(eps))))
+    eps_b = _bf16(B.xp.float32(eps)).reshape(-1)[0]     # a host scalar, usable beside device arrays
+    X = _bf16(X / xp.maximum(norm, eps_b))
     for _ in range(steps):
         A = _bf16(X @ X.T)
         X = _bf16(a * X + _bf16(b * A + c * (A @ A)) @ X)

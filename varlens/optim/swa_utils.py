@@ -98,7 +98,8 @@ def get_swa_avg_fn():
 class AveragedModel(Module):
     """A running average of a model's weights (SWA by default; EMA with get_ema_avg_fn).
 
-    Args (PyTorch's): model, device (accepted; varlens runs on the CPU), avg_fn (one tensor
+    Args (PyTorch's): model, device (the averaged copy and its counter live there; None: where
+    ``model`` is, the counter on the CPU, as PyTorch), avg_fn (one tensor
     at a time, returns the new average), multi_avg_fn (lists, in place), use_buffers
     (average the buffers too; default False copies them).
     """
@@ -111,7 +112,11 @@ class AveragedModel(Module):
         if avg_fn is not None and multi_avg_fn is not None:
             raise ValueError("AveragedModel: give only one of avg_fn and multi_avg_fn")
         self.module = deepcopy(model)
-        self.register_buffer("n_averaged", Tensor._make(B.xp.zeros((), dtype=B.xp.int64)))
+        xp = B.xp
+        if device is not None:
+            xp = B.namespace_of_device(device)
+            self.module.to(device)
+        self.register_buffer("n_averaged", Tensor._make(xp.zeros((), dtype=B.xp.int64)))
         self.avg_fn = avg_fn
         self.multi_avg_fn = multi_avg_fn
         self.use_buffers = use_buffers
@@ -129,7 +134,7 @@ class AveragedModel(Module):
         if len(mine) != len(theirs):
             raise ValueError(f"AveragedModel.update_parameters: model has {len(theirs)} tensors to "
                              f"average, the averaged copy {len(mine)}; pass the same architecture")
-        n = int(self.n_averaged._data)
+        n = int(self.n_averaged._data)     # (on a device: a host read, as PyTorch's == 0 test)
         if n == 0:
             for a, p in zip(mine, theirs):
                 a._data[...] = p._data

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import numbers
 
+from varlens.core import array as B
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
 from varlens.nn.functional._errors import NotTensorError
@@ -54,7 +55,10 @@ def _require_tensor(x, name, op):
 
 
 def _const(a, like):
-    return Tensor._make(xp.asarray(a, dtype=like.dtype))
+    """``a`` as a constant tensor of ``like``'s dtype, on ``like``'s device."""
+    d = like._data
+    ns = xp if d.__class__ is xp.ndarray else B.namespace(d)
+    return Tensor._make(ns.asarray(a, dtype=like.dtype))
 
 
 def _straight_through(t, value):

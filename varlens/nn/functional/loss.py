@@ -204,7 +204,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         raise ArgRuntimeError(f"{head} (cross_entropy: for input of shape {tuple(zs)} the class-index target "
                               f"must have shape {exp_shape}, got {tuple(tgt.shape)})")
     # the target range check reads values on the host: CPU only (on CUDA an out-of-range class is
-    # not checked; docs/conventions.md, "Devices")
+    # not checked; docs/conventions.md, "Layers, losses and attention on CUDA")
     real = _nn_loss_mod.cross_entropy_check(tgt, C, ignore_index) if tgt.__class__ is _HOST else False
     return _nn_loss_mod.CrossEntropy.apply(input, tgt, weight=w, ignore_index=ignore_index,
                                   label_smoothing=label_smoothing, reduction=reduction, probs=False,
@@ -290,7 +290,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         raise NotImplementedError(f'"binary_cross_entropy" not implemented for \'{_dtype_name(x.dtype)}\' '
                                   f"(the input holds probabilities and must be floating point)")
     # one pass each for min and max; a NaN makes both comparisons False, so it is refused too
-    # (a host read: CPU only; on CUDA the range is not checked, docs/conventions.md "Devices")
+    # (a host read: CPU only; on CUDA the range is not checked: docs/conventions.md, "Layers,
+    # losses and attention on CUDA")
     if x.__class__ is _HOST and x.size and not (x.min() >= 0 and x.max() <= 1):
         raise RuntimeError("all elements of input should be between 0 and 1 (binary_cross_entropy: input "
                            "holds probabilities; got values outside [0, 1] or NaN; for logits use "
@@ -653,7 +654,7 @@ _NEG = -1e30   # "log 0" that keeps logsumexp's gradient finite (exp(-1e30 - m) 
 
 
 def _lengths(v, n, name, op):
-    a = v._data if isinstance(v, Tensor) else xp.asarray(v)
+    a = B.to_host(v._data) if isinstance(v, Tensor) else xp.asarray(v)
     a = xp.atleast_1d(a)
     if a.dtype.kind not in "iu" or a.shape != (n,):
         raise RuntimeError(f"{op}: {name} must be {n} integer length(s), got {a.dtype} array of shape {a.shape}")
@@ -682,7 +683,11 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     T, N, C = _shape(lp)
     if not 0 <= blank < C:
         raise RuntimeError(f"{op}: blank must be in label range [0, {C}), got {blank}")
-    tgt = targets._data if isinstance(targets, Tensor) else xp.asarray(targets)
+    # On CUDA the targets and lengths are read on the host once (PyTorch takes the lengths as host
+    # integers too); the alignment tables are built there and copied to the device.
+    tgt = B.to_host(targets._data) if isinstance(targets, Tensor) else xp.asarray(targets)
+    ns = B.namespace(lp._data)
+    dev = (lambda a: a) if ns is xp else ns.asarray
     if tgt.dtype.kind not in "iu":
         raise RuntimeError(f"{op}: targets must hold integer class indices, got dtype {tgt.dtype}")
     il = _lengths(input_lengths, N, "input_lengths", op)
@@ -718,10 +723,11 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
         if r.size > 1:
             skip[n, 3:2 * r.size:2] = r[1:] != r[:-1]
         need[n] = r.size + (int((r[1:] == r[:-1]).sum()) if r.size > 1 else 0)
-    valid = xp.arange(Sx)[None, :] < (2 * tl + 1)[:, None]
-    neg = Tensor._make(xp.full((N, 1), _NEG, dtype=lp.dtype))
-    neg2 = Tensor._make(xp.full((N, 2), _NEG, dtype=lp.dtype))
-    idx = Tensor._make(ext)
+    valid = dev(xp.arange(Sx)[None, :] < (2 * tl + 1)[:, None])
+    skip = dev(skip)
+    neg = Tensor._make(ns.full((N, 1), _NEG, dtype=lp.dtype))
+    neg2 = Tensor._make(ns.full((N, 2), _NEG, dtype=lp.dtype))
+    idx = Tensor._make(dev(ext))
 
     def emit(t):
         return _ops.gather(_ops.getitem(lp, t), 1, idx)         # (N, Sx): log y_t(l'_s)
@@ -729,24 +735,24 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     init = xp.full((N, Sx), _NEG)
     init[:, 0] = 0.0
     init[:, 1] = xp.where(tl > 0, 0.0, _NEG)
-    alpha = Tensor._make(init.astype(lp.dtype)) + emit(0)
+    alpha = Tensor._make(dev(init.astype(lp.dtype))) + emit(0)
     alpha = _ops.where(valid, alpha, _NEG)
     for t in range(1, T):
         a1 = _ops.cat([neg, _ops.narrow(alpha, 1, 0, Sx - 1)], 1)
         a2 = _ops.where(skip, _ops.cat([neg2, _ops.narrow(alpha, 1, 0, Sx - 2)], 1) if Sx > 2 else alpha, _NEG)
         new = _ops.logsumexp(_ops.stack([alpha, a1, a2]), 0) + emit(t)
         new = _ops.where(valid, new, _NEG)
-        alpha = _ops.where((t < il)[:, None], new, alpha)
-    last = Tensor._make((2 * tl)[:, None])
-    prev = Tensor._make(xp.maximum(2 * tl - 1, 0)[:, None])
+        alpha = _ops.where(dev((t < il)[:, None]), new, alpha)
+    last = Tensor._make(dev((2 * tl)[:, None]))
+    prev = Tensor._make(dev(xp.maximum(2 * tl - 1, 0)[:, None]))
     end1 = _ops.gather(alpha, 1, last)
-    end2 = _ops.where((tl > 0)[:, None], _ops.gather(alpha, 1, prev), _NEG)
+    end2 = _ops.where(dev((tl > 0)[:, None]), _ops.gather(alpha, 1, prev), _NEG)
     loss = -_ops.reshape(_ops.logsumexp(_ops.cat([end1, end2], 1), 1), (N,))
     bad = (il < need) | (il == 0)
     if bad.any():
-        loss = _ops.where(bad, 0.0 if zero_infinity else xp.inf, loss)
+        loss = _ops.where(dev(bad), 0.0 if zero_infinity else xp.inf, loss)
     if reduction == "mean":
-        loss = _ops.mean(loss / Tensor._make(xp.maximum(tl, 1).astype(lp.dtype)))
+        loss = _ops.mean(loss / Tensor._make(dev(xp.maximum(tl, 1).astype(lp.dtype))))
     elif reduction == "sum":
         loss = _ops.sum(loss)
     elif unb:

@@ -41,6 +41,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             raise RuntimeError(f"batch_norm: {name} must have shape ({C},) for an input with {C} channels "
                                f"(shape {tuple(input.shape)}), got {tuple(t.shape)}")
     x = input._data
+    if x.__class__ is not xp.ndarray:   # a device input: running buffers elsewhere raise torch's error
+        B.namespace(x, *(t._data for t in (running_mean, running_var) if t is not None))
     axes = (0,) + tuple(range(2, x.ndim))
     pshape = (1, C) + (1,) * (x.ndim - 2)
     if training:

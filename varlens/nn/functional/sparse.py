@@ -23,7 +23,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
                              f"input must hold integer indices (int64))")
     V = weight.shape[0]
     # the range check reads values on the host: CPU only (on CUDA an index out of range is not
-    # checked here; docs/conventions.md, "Devices")
+    # checked here; docs/conventions.md, "Layers, losses and attention on CUDA")
     if idx.__class__ is xp.ndarray and idx.size and (idx.min() < 0 or idx.max() >= V):
         bad = int(idx.max()) if idx.max() >= V else int(idx.min())
         raise IndexError(f"embedding: index {bad} is out of range for an embedding table with {V} rows "
@@ -150,7 +150,7 @@ def _embedding_bag_device(idx, weight, offsets, max_norm, norm_type, mode, per_s
     masked reduction over axis 1.  A 1-D input with offsets gives each entry its bag by a binary
     search of the offsets (no host read) and sums with a scatter-add; mode='max' there reads the
     offsets on the host once (the longest bag sets the block the maximum is taken over).  Offsets
-    are not value-checked on the device (docs/conventions.md, "Devices")."""
+    are not value-checked on the device (docs/conventions.md, "Layers, losses and attention on CUDA")."""
     ns = B.namespace(idx)
     V, D = _shape(weight)
     if padding_idx is not None and padding_idx < 0:

@@ -5,7 +5,9 @@ arrays that run one compiled pass over memory when numba is available, and the s
 as NumPy passes otherwise (numba missing, or ``VARLENS_NO_NUMBA=1``, the switch the lens's
 kernels honour too).  The compiled path takes float32, C-contiguous arrays only; float64
 and everything else goes through NumPy, so float64 gradient checks exercise the NumPy path
-(tests/test_fused_kernels.py holds the two paths to each other and to PyTorch).
+(tests/test_fused_kernels.py holds the two paths to each other and to PyTorch).  The kernels
+and their NumPy fallbacks take host arrays only: ``usable`` is False for a CUDA array, and the
+ops then run their device composite in the array library of their inputs (issue 21).
 
 numba is imported, and each kernel compiled, on first use only (``cache=True``: later
 processes load the machine code from ``__pycache__``), so ``import varlens`` does not pay

@@ -150,7 +150,8 @@ class CrossEntropy(Function):
             nll = lse[:, 0] - xp.take_along_axis(z2, tt[:, None], axis=1)[:, 0]
             loss = nll * wy if eps == 0 else nll * (wy * (1 - eps))
             if eps:
-                smooth = C * lse[:, 0] - z2.sum(axis=1) if weight is None else lse[:, 0] * weight.sum() - z2 @ weight
+                smooth = (C * lse[:, 0] - z2.sum(axis=1) if weight is None
+                          else lse[:, 0] * weight.sum() - z2 @ weight)
                 loss += (eps / C) * smooth * valid
             self.tt, self.wy, self.valid, self.tshape = tt, wy, valid, target.shape
             self.denom = wy.sum()

@@ -100,9 +100,20 @@ def test_from_numpy_stays_on_the_cpu_and_shares_memory(sim_cuda):
     assert vl.as_tensor(u, device="cpu").device.type == "cpu"
 
 
-def test_legacy_constructors_take_device(sim_cuda):
-    on_cuda(vl.FloatTensor(2, 3, device="cuda"))
-    assert vl.LongTensor([1, 2], device="cuda").cpu().tolist() == [1, 2]
+def test_legacy_constructors_and_their_cuda_spellings(sim_cuda):
+    t = on_cuda(vl.cuda.FloatTensor(2, 3))
+    assert t.dtype == vl.float32 and isinstance(t, vl.cuda.FloatTensor) and not isinstance(t, vl.FloatTensor)
+    assert vl.cuda.LongTensor([1, 2]).cpu().tolist() == [1, 2] and isinstance(vl.ones(2), vl.FloatTensor)
+    assert not isinstance(vl.ones(2), vl.cuda.FloatTensor) and not isinstance(torch.ones(2), torch.cuda.FloatTensor)
+    for lib in (vl, torch):
+        with pytest.raises(RuntimeError, match="legacy constructor expects device type: cpu but device type: cuda"):
+            lib.FloatTensor(2, device="cuda")
+
+
+def test_cuda_legacy_constructors_without_cuda(no_cuda):
+    for lib in (vl, torch):
+        with pytest.raises(TypeError, match="type torch.cuda.FloatTensor not available"):
+            lib.cuda.FloatTensor(2)
 
 
 def test_creation_without_cuda_raises_torchs_error(no_cuda):

@@ -544,16 +544,19 @@ def test_trainer_device_checkpoint_resume_and_nonfinite_gradient(sim_cuda, tmp_p
     """A device run checkpointed after one epoch and resumed (optimiser state loaded back onto
     the device) ends where an uninterrupted device run ends; a NaN gradient is named."""
     from varlens.train.trainer import NonFiniteGradientError
-    t, tr, va = _digits_fit("cuda", epochs=2)
+    # (dropout on: the device generator's state is in the checkpoint too)
+    t, tr, va = _digits_fit("cuda", epochs=2, dropout=0.2)
     straight = t.fit(tr, va, epochs=2)
-    t1, tr1, va1 = _digits_fit("cuda", epochs=2)
+    t1, tr1, va1 = _digits_fit("cuda", epochs=2, dropout=0.2)
     t1.out_dir = str(tmp_path)
     t1.fit(tr1, va1, epochs=1)
-    t2, tr2, va2 = _digits_fit("cuda", epochs=2)
+    vl.manual_seed(123)       # (a fresh process would start from other generator states)
+    t2, tr2, va2 = _digits_fit("cuda", epochs=2, dropout=0.2)
     t2.out_dir = str(tmp_path)
     resumed = t2.fit(tr2, va2, epochs=2, resume=t1.last_checkpoint)
     assert all(B.is_device_array(v._data) for st in t2.optimizer.state.values()
                for v in st.values() if isinstance(v, vl.Tensor) and v._data.ndim)
+    np.testing.assert_allclose(resumed[-1]["train_loss"], straight[-1]["train_loss"], rtol=1e-6)
     np.testing.assert_allclose(resumed[-1]["val_loss"], straight[-1]["val_loss"], rtol=1e-6)
 
     t3, tr3, _ = _digits_fit("cuda", log_interval=4)
@@ -576,3 +579,63 @@ def test_noise_scale_of_a_device_model(sim_cuda):
         return estimate_module(model, vl.nn.MSELoss(), X, y, b_small=4, b_big=32, n_batches=6)
     c, d = run(None), run(DEV)
     assert d.b_simple == pytest.approx(c.b_simple, rel=1e-9) and d.g2 == pytest.approx(c.g2, rel=1e-9)
+
+
+def test_lens_statistics_of_device_arrays_with_nan_and_inf(sim_cuda):
+    """The device reductions count NaN/Inf and leave them out as the CPU's do, with one copy of
+    scalars to the host per array."""
+    from varlens.lens.records import Stats, moments, summarize
+    rng = np.random.default_rng(5)
+    for shape in [(6, 7), (3, 4, 5), (1,), (4, 0)]:
+        a = rng.standard_normal(shape)
+        if a.size > 3:
+            a.reshape(-1)[:3] = [np.nan, np.inf, 0.0]
+        d = B.to_namespace(a, B.cuda_namespace())
+        n0 = sim_cuda.host_syncs[0]
+        sd = summarize(d)
+        assert sim_cuda.host_syncs[0] - n0 <= 1
+        sc = summarize(a)
+        assert sd[0] == sc[0] and sd[4:7] == sc[4:7] and sd[7][0] == sc[7][0] and sd[8] == sc[8], shape
+        np.testing.assert_allclose(sd[1:4], sc[1:4], rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(sd[7][1:], sc[7][1:], rtol=1e-10, atol=1e-14)
+        assert moments(d) == (None if moments(a) is None else pytest.approx(moments(a), rel=1e-12))
+        s1, s2 = Stats(), Stats()
+        s1.update_param(a)
+        s2.update_param(d)
+        for f in ("n", "mean", "m2", "amax", "nan", "inf"):
+            assert getattr(s2, f) == pytest.approx(getattr(s1, f), rel=1e-12, abs=1e-14), (shape, f)
+        for kind in ("tanh", "sigmoid", "softmax"):
+            if a.size and a.ndim > 1:
+                t1, t2 = Stats(), Stats()
+                p = np.tanh(a) if kind == "tanh" else 1 / (1 + np.exp(-a))
+                t1.update(p, kind)
+                t2.update(B.to_namespace(p, B.cuda_namespace()), kind)
+                assert (t2.sat, t2.sat_n, t2.entropy_n) == (t1.sat, t1.sat_n, t1.entropy_n), (shape, kind)
+                assert t2.entropy_sum == pytest.approx(t1.entropy_sum, rel=1e-12), (shape, kind)
+
+
+def test_spectral_norm_and_bn_fusion_on_device(sim_cuda):
+    """nn.utils.spectral_norm on a device layer draws u, v there and its power iteration reads
+    nothing on the host; fusing an eval BatchNorm into a device conv stays on the device."""
+    nn = vl.nn
+    lin = nn.Linear(6, 5, device=DEV, dtype=vl.float64)
+    nn.utils.spectral_norm(lin)
+    assert B.is_device_array(lin.weight_u._data) and B.is_device_array(lin.weight_v._data)
+    x = vl.randn(4, 6, device=DEV, dtype=vl.float64)
+    with sim_cuda.forbid_host_sync():
+        for _ in range(30):
+            lin(x)
+    sigma = np.linalg.svd(_host(lin.weight_orig), compute_uv=False)[0]
+    np.testing.assert_allclose(np.linalg.svd(_host(lin.weight), compute_uv=False)[0], 1.0, rtol=1e-6)
+    assert sigma > 0
+    vl.manual_seed(0)
+    conv, bn = nn.Conv2d(2, 3, 3).double().eval(), nn.BatchNorm2d(3).double().eval()
+    bn.running_mean.copy_(vl.tensor([0.1, -0.2, 0.3], dtype=vl.float64))
+    bn.running_var.copy_(vl.tensor([1.5, 0.5, 2.0], dtype=vl.float64))
+    xc = vl.tensor(np.random.default_rng(0).standard_normal((2, 2, 5, 5)), dtype=vl.float64)
+    ref = bn(conv(xc)).detach().numpy()
+    conv.to(DEV)
+    bn.to(DEV)
+    fused = nn.utils.fuse_conv_bn_eval(conv, bn)
+    assert B.is_device_array(fused.weight._data) and B.is_device_array(fused.bias._data)
+    np.testing.assert_allclose(_host(fused(xc.to(DEV))), ref, rtol=1e-10, atol=1e-12)

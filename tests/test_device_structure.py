@@ -232,6 +232,16 @@ LINALG = [
     ("multi_dot", lambda a, b, c: vl.linalg.multi_dot([a, b, c]), [X34, X34.T.copy(), X34]),
     ("cross", lambda a, b: vl.linalg.cross(a, b), [X34[:, :3].copy(), X34[:, 1:].copy()]),
     ("vander", lambda x: vl.linalg.vander(x, N=3), [X34[0].copy()]),
+    ("lu", lambda a: vl.linalg.lu(a), [R.standard_normal((2, 4, 4))]),
+    ("lu_wide", lambda a: vl.linalg.lu(a), [R.standard_normal((3, 5))]),
+    ("lu_tall", lambda a: vl.linalg.lu(a), [R.standard_normal((5, 3))]),
+    ("lu_factor", lambda a: vl.linalg.lu_factor(a), [R.standard_normal((2, 4, 4))]),
+    ("lu_solve", lambda a, b: vl.linalg.lu_solve(*vl.linalg.lu_factor(a), b), [R.standard_normal((4, 4)), R.standard_normal((4, 2))]),
+    ("lu_solve_adjoint_right", lambda a, b: vl.linalg.lu_solve(*vl.linalg.lu_factor(a), b, left=False, adjoint=True),
+     [R.standard_normal((3, 3)), R.standard_normal((2, 3))]),
+    ("lu_unpack", lambda a: vl.lu_unpack(*vl.linalg.lu_factor(a)), [R.standard_normal((4, 3))]),
+    ("ormqr", lambda a, t, c: vl.ormqr(a, t, c, transpose=True), [R.standard_normal((4, 3)), R.standard_normal(2),
+                                                                  R.standard_normal((4, 2))]),
     ("householder", lambda a, t: vl.linalg.householder_product(a, t), [R.standard_normal((4, 3)), R.standard_normal(2)]),
 ]
 
@@ -381,6 +391,28 @@ def test_data_dependent_shapes_sync_once_and_stay_on_device(sim_cuda):
             x[x > 0]
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
+def test_boolean_mask_backward_reads_nothing(dtype, sim_cuda):
+    """The mask is read once in the forward (the result's size); both backwards scatter by the
+    integer positions found there, with no host read."""
+    a = X34.astype(dtype)
+    x = vl.tensor(a).cuda().requires_grad_(True)
+    tx = torch.tensor(a, requires_grad=True)
+    sel = x[x > 0.1]
+    y = x * 2
+    y[x < -0.5] = 0.0
+    with sim_cuda.forbid_host_sync():
+        ((sel * 3).sum() + (y * y).sum()).backward()
+    tsel = tx[tx > 0.1]
+    ty = tx * 2
+    ty[tx < -0.5] = 0.0
+    ((tsel * 3).sum() + (ty * ty).sum()).backward()
+    assert sel.is_cuda and y.is_cuda and x.grad.is_cuda
+    np.testing.assert_allclose(_host(sel), tsel.detach().numpy(), **_tol(dtype))
+    np.testing.assert_allclose(_host(y), ty.detach().numpy(), **_tol(dtype))
+    np.testing.assert_allclose(_host(x.grad), tx.grad.numpy(), **_tol(dtype))
+
+
 def test_random_fills_on_device(sim_cuda):
     x = vl.empty(1000).cuda()
     with sim_cuda.forbid_host_sync():
@@ -425,6 +457,36 @@ def test_integer_results_on_device_match_cpu(sim_cuda):
 
 def test_host_only_linalg_raises_clearly_on_device(sim_cuda):
     a = vl.tensor(_spd(3)).cuda()
-    for fn in (vl.linalg.matrix_exp, vl.linalg.lu_factor, vl.geqrf):
+    for fn in (vl.geqrf,):
         with pytest.raises(NotImplementedError, match="CUDA tensor"):
             fn(a)
+
+
+def test_lu_info_on_device_matches_cpu(sim_cuda):
+    a = R.standard_normal((3, 4, 4))
+    a[1, :, 2] = 0.0                          # a singular matrix: a zero pivot at column 3
+    a[2, 1] = 2 * a[2, 0]                     # rank-deficient rows
+    cpu = vl.linalg.lu_factor_ex(vl.tensor(a))
+    with sim_cuda.forbid_host_sync():
+        dev = vl.linalg.lu_factor_ex(vl.tensor(a).cuda())
+    for c, d in zip(cpu, dev):
+        assert d.is_cuda and d.dtype == c.dtype
+        np.testing.assert_allclose(_host(d), c.numpy(), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
+@pytest.mark.parametrize("scale", [0.1, 3.0], ids=["small", "squared"])
+def test_matrix_exp_on_device_matches_cpu(dtype, scale, sim_cuda):
+    """matrix_exp reads one norm on the host (the number of squarings), as PyTorch's CUDA code;
+    its backward (the exp of a block matrix) reads that block's norm."""
+    a = R.standard_normal((2, 3, 3)) * scale
+    cpu, dev = _run_both(lambda x: vl.linalg.matrix_exp(x), [a], dtype, sim_cuda, sync_ok=True)
+    tol = dict(rtol=1e-9, atol=1e-9) if dtype == np.float64 else dict(rtol=1e-3, atol=1e-3)
+    for c, d in zip(list(cpu[0]) + cpu[1], list(dev[0]) + dev[1]):
+        assert d.is_cuda and d.dtype == c.dtype
+        np.testing.assert_allclose(_host(d), _host(c), **tol)
+
+
+def test_cuda_index_on_cpu_tensor_raises_torchs_error(sim_cuda):
+    with pytest.raises(RuntimeError, match="same device"):
+        vl.zeros(4)[vl.tensor([1, 2]).cuda()]

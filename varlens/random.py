@@ -64,16 +64,28 @@ class _DeviceRng:
             raise AttributeError(name)
         return getattr(self._g, name)
 
-    # the state: exact on the simulator (its stream is NumPy's); CuPy keeps its generator's
-    # state on the GPU, so there only the seed is kept (docs/gpu.md)
+    # the state, exactly: the simulator's stream is NumPy's (its bit generator's state dict); CuPy
+    # keeps its generator's per-thread cuRAND states in a device array (bit_generator._state),
+    # copied to the host here (a NumPy int8 array, which varlens.save stores)
     def get_state(self):
         inner = getattr(self._g, "_g", None)
-        return None if inner is None else inner.bit_generator.state
+        if inner is not None:
+            return inner.bit_generator.state
+        st = getattr(getattr(self._g, "bit_generator", None), "_state", None)
+        return None if st is None else self.xp.asnumpy(st)
 
     def set_state(self, state):
+        if state is None:
+            return
         inner = getattr(self._g, "_g", None)
-        if inner is not None and state is not None:
+        if inner is not None:
             inner.bit_generator.state = state
+            return
+        st = self._g.bit_generator._state
+        if tuple(getattr(state, "shape", ())) != tuple(st.shape):
+            raise RuntimeError(f"set_rng_state: the CUDA generator state holds {tuple(st.shape)} bytes, the "
+                               f"state given {tuple(getattr(state, 'shape', ()))} (saved on another GPU model?)")
+        st[...] = self.xp.asarray(state)
 
 
 class Generator:
@@ -106,7 +118,8 @@ class Generator:
         return self._seed
 
     def get_state(self):
-        """The full stream state as a JSON-safe dict (for checkpoints)."""
+        """The full stream state as a dict (for checkpoints; varlens.save stores it): on the CPU and the
+        simulated device JSON-safe numbers, on CuPy the cuRAND states copied to a host array."""
         if self.xp is np:
             return {"seed": self._seed, "bit_generator": self.rng.bit_generator.state}
         return {"seed": self._seed, "device": "cuda", "bit_generator": self.rng.get_state()}

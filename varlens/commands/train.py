@@ -97,7 +97,8 @@ def add_arguments(parser):
                              "fastest single-threaded, and busy-waiting threads slow a shared machine)")
     parser.add_argument("--device", default=None, metavar="DEVICE",
                         help="train on this device: cpu (default) or cuda (needs CuPy and an NVIDIA GPU); "
-                             "the run's results do not depend on it, so a run may resume on another device")
+                             "not stored in the run's config, so --resume may continue on the other device "
+                             "(random draws such as dropout's then come from that device's generator)")
     parser.add_argument("--quiet", action="store_true", help="print only the final result")
     parser.add_argument("--tensorboard", nargs="?", const="", default=None, metavar="DIR",
                         help="write TensorBoard event files (default DIR: RUN_FOLDER/tensorboard)")

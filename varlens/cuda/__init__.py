@@ -443,4 +443,12 @@ def __getattr__(name):
     raise AttributeError(f"module 'varlens.cuda' has no attribute {name!r}")
 
 
+# torch.cuda.FloatTensor, ...: the legacy constructors of CUDA tensors (varlens/ops/creation.py)
+from varlens.core.tensor import _LEGACY_TYPES as _LEGACY  # noqa: E402
+from varlens.ops.creation import _legacy  # noqa: E402
+FloatTensor, DoubleTensor, HalfTensor, LongTensor, IntTensor, ShortTensor, CharTensor, ByteTensor, BoolTensor = (
+    _legacy(_n, _LEGACY[_n], "cuda") for _n in ("FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor",
+                                                "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"))
+__all__ += list(_LEGACY)
+
 from varlens.cuda import amp  # noqa: E402,F401  (torch.cuda.amp.autocast / GradScaler)

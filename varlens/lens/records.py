@@ -91,6 +91,8 @@ def _device_summary(a):
     xp = B.namespace(a)
     rows2 = a.reshape(a.shape[0], -1)
     m, width = rows2.shape
+    if rows2.size == 0:
+        return (0, 0.0, 0.0, 0.0, 0, 0, 0, (0, 0.0, 0.0), width)
     x = rows2.astype(np.float64)
     fin = xp.isfinite(x)
     xf = xp.where(fin, x, 0.0)

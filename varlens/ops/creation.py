@@ -10,7 +10,7 @@ from varlens.core import array as B
 from varlens.core import dtypes as DT
 from varlens.core.array import xp
 from varlens.random import generator_for
-from varlens.core.tensor import Tensor, _size
+from varlens.core.tensor import _LEGACY_TYPES, Tensor, _size
 from varlens.ops._args import _tensor
 from varlens.ops.pointwise import cast
 from varlens.ops.pointwise import clone
@@ -327,11 +327,21 @@ def as_tensor(data, dtype=None, device=None):
 
 
 class _LegacyType(type):
-    """Metaclass of the legacy constructors (torch.FloatTensor, ...): calling one builds a
-    tensor of that dtype from data or sizes; isinstance(t, FloatTensor) checks the dtype."""
+    """Metaclass of the legacy constructors (torch.FloatTensor, ..., and torch.cuda.FloatTensor, ...):
+    calling one builds a tensor of that dtype on that device type from data or sizes;
+    isinstance(t, FloatTensor) checks the dtype and the device type (a CUDA float tensor is a
+    cuda.FloatTensor, not a FloatTensor, as in torch)."""
 
     def __call__(cls, *args, **kwargs):
         device = kwargs.pop("device", None)
+        if device is not None and _device_type(device) != cls._device_type:
+            raise RuntimeError(f"legacy constructor expects device type: {cls._device_type} but device type: "
+                               f"{_device_type(device)} was passed")
+        if cls._device_type != "cpu":
+            if B.cuda_namespace(required=False) is None:
+                raise TypeError(f"type {cls._torch_name} not available. Torch not compiled with CUDA enabled. "
+                                "(varlens computes on CUDA through CuPy: varlens.cuda.is_available() is False)")
+            device = cls._device_type
         lib = _lib(device)
         if kwargs:
             raise TypeError(f"{cls.__name__}: unexpected keyword arguments {sorted(kwargs)}")
@@ -346,23 +356,31 @@ class _LegacyType(type):
         return tensor(args[0], dtype=dt, device=device)
 
     def __instancecheck__(cls, obj):
-        return isinstance(obj, Tensor) and obj.dtype == DT.to_dtype(cls._dtype)
+        return (isinstance(obj, Tensor) and obj.dtype == DT.to_dtype(cls._dtype)
+                and obj.device.type == cls._device_type)
 
 
-def _legacy(name, dtype):
-    return _LegacyType(name, (), {"_dtype": dtype, "__doc__": f"Legacy constructor: {name}(data) or "
-                                  f"{name}(*sizes) makes a {dtype} tensor (as torch.{name})."})
+def _device_type(device):
+    return "cuda" if device.__class__ is int else str(getattr(device, "type", device)).partition(":")[0]
 
 
-FloatTensor = _legacy("FloatTensor", "float32")
-DoubleTensor = _legacy("DoubleTensor", "float64")
-HalfTensor = _legacy("HalfTensor", "float16")
-LongTensor = _legacy("LongTensor", "int64")
-IntTensor = _legacy("IntTensor", "int32")
-ShortTensor = _legacy("ShortTensor", "int16")
-CharTensor = _legacy("CharTensor", "int8")
-ByteTensor = _legacy("ByteTensor", "uint8")
-BoolTensor = _legacy("BoolTensor", "bool")
+def _legacy(name, dtype, device_type="cpu"):
+    """The legacy constructor ``name`` (torch.FloatTensor, or with device_type 'cuda' torch.cuda.FloatTensor)."""
+    torch_name = f"torch.{name}" if device_type == "cpu" else f"torch.{device_type}.{name}"
+    return _LegacyType(name, (), {"_dtype": dtype, "_device_type": device_type, "_torch_name": torch_name,
+                                  "__doc__": f"Legacy constructor: {name}(data) or {name}(*sizes) makes a {dtype} "
+                                             f"tensor on the {device_type} device (as {torch_name})."})
+
+
+FloatTensor = _legacy("FloatTensor", _LEGACY_TYPES["FloatTensor"])
+DoubleTensor = _legacy("DoubleTensor", _LEGACY_TYPES["DoubleTensor"])
+HalfTensor = _legacy("HalfTensor", _LEGACY_TYPES["HalfTensor"])
+LongTensor = _legacy("LongTensor", _LEGACY_TYPES["LongTensor"])
+IntTensor = _legacy("IntTensor", _LEGACY_TYPES["IntTensor"])
+ShortTensor = _legacy("ShortTensor", _LEGACY_TYPES["ShortTensor"])
+CharTensor = _legacy("CharTensor", _LEGACY_TYPES["CharTensor"])
+ByteTensor = _legacy("ByteTensor", _LEGACY_TYPES["ByteTensor"])
+BoolTensor = _legacy("BoolTensor", _LEGACY_TYPES["BoolTensor"])
 
 
 def logspace(start, end, steps, base=10.0, *, dtype=None, requires_grad=False, device=None):

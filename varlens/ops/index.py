@@ -43,13 +43,21 @@ def _ns(a):
 
 
 def _key_to(key, lib):
-    """``key`` with its host index arrays copied to ``lib``'s device (a list or CPU index used on a
-    CUDA tensor: a host-to-device copy, as PyTorch allows for CPU indices)."""
-    if key.__class__ is tuple:
-        return tuple(_key_to(k, lib) for k in key)
-    if key.__class__ is xp.ndarray:
-        return lib.asarray(key)
-    return key
+    """``key`` for a CUDA tensor: host index arrays copied to ``lib``'s device (a list or CPU index:
+    a host-to-device copy, as PyTorch allows for CPU indices), and each boolean mask of n dims
+    replaced by its n integer index arrays (``mask.nonzero()``, NumPy's own equivalence).  Finding
+    the True positions reads the device once, here, as the result's size needs; the op's backward
+    then scatters by integer positions and reads nothing."""
+    parts = key if key.__class__ is tuple else (key,)
+    out = []
+    for k in parts:
+        if k.__class__ is xp.ndarray:
+            k = lib.asarray(k)
+        if B.is_device_array(k) and k.dtype == bool and k.ndim:
+            out.extend(lib.nonzero(k))
+        else:
+            out.append(k)
+    return tuple(out) if key.__class__ is tuple or len(out) != 1 else out[0]
 
 
 def _on(a, like):

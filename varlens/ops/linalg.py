@@ -52,7 +52,7 @@ from varlens.ops.shape import squeeze
 from varlens.ops.shape import stack
 from varlens.ops.index import tril
 from varlens.ops.index import triu
-from varlens.ops.index import _diagonal, _ns
+from varlens.ops.index import _diagonal, _ns, _on
 from varlens.ops.shape import narrow
 from varlens.ops import pointwise as E
 from varlens.ops.reduce import Norm2
@@ -1335,6 +1335,36 @@ def lstsq(A, B, rcond=None, *, driver=None):
 
 
 # ---------------------------------------------------------------- matrix exponential, powers
+_PADE13 = (64764752532480000., 32382376266240000., 7771770303897600., 1187353796428800.,
+           129060195264000., 10559470521600., 670442572800., 33522128640., 1323241920., 40840800.,
+           960960., 16380., 182., 1.)
+
+
+def _expm(a):
+    """exp of a (batch of) square matrix array: SciPy's expm on the host; on a device Higham's
+    scaling and squaring with the degree-13 Pade approximant (the degree SciPy uses for all but
+    small norms), batched.  The number of squarings comes from the largest 1-norm in the batch:
+    one host read, as PyTorch's CUDA matrix_exp reads its norms on the host."""
+    if a.__class__ is xp.ndarray:
+        return _sla().expm(a)
+    lib = B.namespace(a)
+    n = a.shape[-1]
+    norm = float(lib.abs(a).sum(-2).max()) if a.size else 0.0
+    s = max(0, int(math.ceil(math.log2(norm / 5.371920351148152)))) if norm > 0 else 0
+    A = a * (0.5 ** s)
+    b = _PADE13
+    eye = lib.eye(n, dtype=a.dtype)
+    A2 = A @ A
+    A4 = A2 @ A2
+    A6 = A4 @ A2
+    U = A @ (A6 @ (b[13] * A6 + b[11] * A4 + b[9] * A2) + b[7] * A6 + b[5] * A4 + b[3] * A2 + b[1] * eye)
+    V = A6 @ (b[12] * A6 + b[10] * A4 + b[8] * A2) + b[6] * A6 + b[4] * A4 + b[2] * A2 + b[0] * eye
+    R = lib.linalg.solve(V - U, V + U)
+    for _ in range(s):
+        R = R @ R
+    return R.astype(a.dtype, copy=False)
+
+
 class MatrixExp(Function):
     """exp(A) (SciPy's scaled Pade expm).  The adjoint of the Frechet derivative L(A, E) is
     L(A^T, G), read off the upper-right block of exp([[A^T, G], [0, A^T]])."""
@@ -1342,7 +1372,7 @@ class MatrixExp(Function):
     def forward(self, a):
         xp = self.xp
         self.save_for_backward(a)
-        return xp.asarray(_sla().expm(a), dtype=a.dtype)
+        return xp.asarray(_expm(a), dtype=a.dtype)
 
     def backward(self, g):
         xp = self.xp
@@ -1353,14 +1383,13 @@ class MatrixExp(Function):
         at = D.broadcast_to(at, batch + (n, n)) if tuple(at.shape) != batch + (n, n) else at
         z = xp.zeros(batch + (n, n), dtype=a.dtype)
         block = _cat([_cat([at, g], -1), _cat([z, at], -1)], -2)
-        e = MatrixExp.apply(block) if isinstance(block, Tensor) else _sla().expm(block)
+        e = MatrixExp.apply(block) if isinstance(block, Tensor) else _expm(block)
         return e[..., :n, n:]
 
 
 def matrix_exp(A):
     """torch.linalg.matrix_exp (and torch.matrix_exp, Tensor.matrix_exp)."""
     _check(A, "linalg.matrix_exp", square=True)
-    _host_only(A._data, "linalg.matrix_exp")
     return MatrixExp.apply(A)
 
 
@@ -1569,7 +1598,8 @@ def tensorsolve(A, B, dims=None, *, out=None):
 def _getrf(a):
     """Per matrix LAPACK getrf: packed LU factors, 1-based pivots (int32) and info (0, or the
     1-based index of the first exactly-zero pivot of U)."""
-    _host_only(a, "the LU factorisation (linalg.lu, lu_factor, lu_solve, inv_ex/solve_ex's info)")
+    if a.__class__ is not xp.ndarray:
+        return _getrf_device(a)
     sla = _sla()
     m, n = a.shape[-2], a.shape[-1]
     batch = a.shape[:-2]
@@ -1586,8 +1616,40 @@ def _getrf(a):
     return lu.reshape(a.shape), piv.reshape(batch + (min(m, n),)), info.reshape(batch)
 
 
+def _getrf_device(a):
+    """_getrf on a device: right-looking LU with partial pivoting (LAPACK's getf2 order: the first
+    largest |entry| of each column is the pivot), batched, one vectorised step per column, so no
+    pivot is read on the host.  An exactly zero pivot leaves its column as it is and sets info."""
+    lib = B.namespace(a)
+    m, n = a.shape[-2], a.shape[-1]
+    k = min(m, n)
+    batch = a.shape[:-2]
+    lu = a.reshape((-1, m, n)).copy()
+    nb = lu.shape[0]
+    piv = lib.zeros((nb, k), dtype=xp.int32)
+    info = lib.zeros(nb, dtype=xp.int32)
+    rows = lib.arange(nb)
+    for j in range(k):
+        p = lib.argmax(lib.abs(lu[:, j:, j]), axis=1) + j
+        piv[:, j] = p + 1
+        rj = lu[:, j, :].copy()
+        lu[:, j, :] = lu[rows, p, :]
+        lu[rows, p, :] = rj
+        d = lu[:, j, j]
+        zero = d == 0
+        info = lib.where((info == 0) & zero, j + 1, info).astype(xp.int32)
+        if j + 1 < m:
+            col = lib.where(zero[:, None], lu[:, j + 1:, j], lu[:, j + 1:, j] / lib.where(zero, 1, d)[:, None])
+            lu[:, j + 1:, j] = col
+            if j + 1 < n:
+                lu[:, j + 1:, j + 1:] -= col[:, :, None] * lu[:, j, None, j + 1:]
+    return lu.reshape(a.shape), piv.reshape(batch + (k,)), info.reshape(batch)
+
+
 def _perm_matrix(piv, m, dtype):
     """P (..., m, m) with A = P L U, from 1-based row swaps."""
+    if piv.__class__ is not xp.ndarray:
+        return _perm_matrix_device(piv, m, dtype)
     batch = piv.shape[:-1]
     fp = piv.reshape((-1, piv.shape[-1]))
     P = xp.zeros((fp.shape[0], m, m), dtype=dtype)
@@ -1597,6 +1659,24 @@ def _perm_matrix(piv, m, dtype):
             j = int(p) - 1
             perm[i], perm[j] = perm[j], perm[i]
         P[b, perm, range(m)] = 1
+    return P.reshape(batch + (m, m))
+
+
+def _perm_matrix_device(piv, m, dtype):
+    """_perm_matrix on a device: the swaps applied to a batch of index vectors, one vectorised
+    step per pivot (no pivot read on the host), then P[r, c] = (perm[c] == r)."""
+    lib = B.namespace(piv)
+    batch = piv.shape[:-1]
+    fp = piv.reshape((-1, piv.shape[-1])).astype(xp.int64) - 1
+    nb = fp.shape[0]
+    perm = lib.broadcast_to(lib.arange(m), (nb, m)).copy()
+    rows = lib.arange(nb)
+    for i in range(fp.shape[1]):
+        j = fp[:, i]
+        pi = perm[:, i].copy()
+        perm[:, i] = perm[rows, j]
+        perm[rows, j] = pi
+    P = (perm[:, None, :] == lib.arange(m)[:, None]).astype(dtype)
     return P.reshape(batch + (m, m))
 
 
@@ -1645,8 +1725,9 @@ class LU(Function):
 
 def _lu_square_grad(L, U, gL, gU):
     n = L.shape[-1]
-    phi = D.matmul(D.mT(L), gL) * _tri_mask(n, True, L.dtype, -1) + \
-        D.matmul(gU, D.mT(U)) * _tri_mask(n, False, L.dtype)
+    lib = _lib(L)
+    phi = D.matmul(D.mT(L), gL) * _tri_mask(n, True, L.dtype, -1, lib) + \
+        D.matmul(gU, D.mT(U)) * _tri_mask(n, False, L.dtype, 0, lib)
     # L^{-T} phi U^{-T}
     y = _trsolve(D.mT(L), phi, upper=True, unit=True)
     return _trsolve(D.mT(U), y, upper=False, left=False)
@@ -1671,6 +1752,7 @@ def _lu_parts(A, fn):
         node = packed._node
         return node.P, node.piv, L, U
     ctx = LU()
+    ctx.xp = _lib(A)
     packed = Tensor._make(ctx.forward(A._data))
     L, U = _results(packed, [(m, k), (k, n)])
     return ctx.P, ctx.piv, L, U
@@ -1694,14 +1776,15 @@ def _lu_compact(L, U):
     m, k = L.shape[-2], L.shape[-1]
     n = U.shape[-1]
     batch = tuple(L.shape[:-2])
+    xp = _lib(L)
     if n > k:
         L = cat([L, Tensor._make(xp.zeros(batch + (m, n - k), L.dtype))], -1)
     if m > k:
         U = cat([U, Tensor._make(xp.zeros(batch + (m - k, n), U.dtype))], -2)
-    return L * _tri_mask_rect(m, n, L.dtype) + U
+    return L * _tri_mask_rect(m, n, L.dtype, xp) + U
 
 
-def _tri_mask_rect(m, n, dtype):
+def _tri_mask_rect(m, n, dtype, xp=xp):
     return xp.tril(xp.ones((m, n), dtype=dtype), -1)
 
 
@@ -1738,7 +1821,7 @@ def lu_solve(LU, pivots, B, *, left=True, adjoint=False, out=None):
     if piv.shape != tuple(LU.shape[:-1]) or piv.dtype.kind not in "iu":
         raise RuntimeError(f"{fn}: pivots must be an integer tensor of shape {tuple(LU.shape[:-1])}, got "
                            f"{piv.dtype} of shape {piv.shape}")
-    P = Tensor._make(_perm_matrix(piv, n, LU.dtype))
+    P = Tensor._make(_perm_matrix(_on(piv, LU._data), n, LU.dtype))
     Pt = _shape_transpose(P, -2, -1)
     LUt = _shape_transpose(LU, -2, -1)
     st = solve_triangular
@@ -1881,7 +1964,7 @@ def ormqr(input, tau, other, left=True, transpose=False, *, out=None):  # noqa: 
         raise RuntimeError(f"{fn}: other must have {mq} {'rows' if left else 'columns'} to match input of shape "
                            f"{tuple(input.shape)}, got shape {tuple(other.shape)}")
     k = tau.shape[-1]
-    V = tril(input, -1) + Tensor._make(xp.eye(mq, input.shape[-1], dtype=input.dtype))
+    V = tril(input, -1) + Tensor._make(_lib(input).eye(mq, input.shape[-1], dtype=input.dtype))
     order = range(k)
     # left: Q C = H_1 (... (H_k C)), Q^T C = H_k (... (H_1 C)); right: C Q = ((C H_1) ...) H_k
     if left != transpose:
@@ -1914,16 +1997,16 @@ def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, *, out=N
     _check(LU_data, fn, "LU_data")
     m, n = LU_data.shape[-2], LU_data.shape[-1]
     k = min(m, n)
-    empty = Tensor._make(xp.empty((0,), dtype=LU_data.dtype))
+    empty = Tensor._make(_lib(LU_data).empty((0,), dtype=LU_data.dtype))
     P = empty
     if unpack_pivots:
         piv = LU_pivots._data if isinstance(LU_pivots, Tensor) else xp.asarray(LU_pivots)
         if piv.shape != tuple(LU_data.shape[:-2]) + (k,):
             raise RuntimeError(f"{fn}: LU_pivots must have shape {tuple(LU_data.shape[:-2]) + (k,)}, got {piv.shape}")
-        P = Tensor._make(_perm_matrix(piv, m, LU_data.dtype))
+        P = Tensor._make(_perm_matrix(_on(piv, LU_data._data), m, LU_data.dtype))
     if not unpack_data:
         return LUUnpackResult(P, empty, empty)
-    L = tril(LU_data[..., :, :k], -1) + Tensor._make(xp.eye(m, k, dtype=LU_data.dtype))
+    L = tril(LU_data[..., :, :k], -1) + Tensor._make(_lib(LU_data).eye(m, k, dtype=LU_data.dtype))
     U = triu(LU_data[..., :k, :])
     return LUUnpackResult(P, L, U)
 

@@ -11,15 +11,30 @@ from varlens.serialization import (_HEADER, FORMAT, MAGIC, VERSION, CheckpointEr
 
 
 def rng_state():
-    """The global RNG states: varlens's generator and NumPy's legacy global one."""
+    """The global RNG states: varlens's generator, NumPy's legacy global one and, once a run has
+    drawn on the CUDA device, that device's generator (dropout of a model on the device)."""
     import varlens
-    return {"varlens": varlens.get_rng_state(), "numpy": np.random.get_state(legacy=True)}
+    from varlens import random as _random
+    out = {"varlens": varlens.get_rng_state(), "numpy": np.random.get_state(legacy=True)}
+    gens = list(_random._device_generators.values())
+    if gens:
+        out["cuda"] = gens[0].get_state()
+    return out
 
 
 def set_rng_state(state):
+    """Restore ``rng_state()``; a saved CUDA generator state is restored when this process has a
+    CUDA device (a run resumed on the CPU has no use for it)."""
     import varlens
+    from varlens import random as _random
+    from varlens.core import array as B
     varlens.set_rng_state(state["varlens"])
     np.random.set_state(state["numpy"])
+    cuda = state.get("cuda")
+    if cuda is not None:
+        lib = B.cuda_namespace(required=False)
+        if lib is not None:
+            _random.cuda_default_generator(lib).set_state(cuda)
 
 
 def newest_valid_checkpoint(out_dir):

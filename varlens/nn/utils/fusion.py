@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 
+from varlens.core import array as B
 from varlens.core.array import xp
 from varlens.nn.parameter import Parameter
 from varlens.core.tensor import Tensor
@@ -24,10 +25,11 @@ def _a(t):
 def fuse_conv_bn_weights(conv_w, conv_b, bn_rm, bn_rv, bn_eps, bn_w, bn_b, transpose=False):
     """(fused weight, fused bias) as Parameters."""
     w, rm, rv = _a(conv_w), _a(bn_rm), _a(bn_rv)
-    b = xp.zeros_like(rm) if conv_b is None else _a(conv_b)
-    g = xp.ones_like(rm) if bn_w is None else _a(bn_w)
-    beta = xp.zeros_like(rm) if bn_b is None else _a(bn_b)
-    s = g / xp.sqrt(rv + bn_eps)
+    lib = B.namespace(w, rm)           # the module's device
+    b = lib.zeros_like(rm) if conv_b is None else _a(conv_b)
+    g = lib.ones_like(rm) if bn_w is None else _a(bn_w)
+    beta = lib.zeros_like(rm) if bn_b is None else _a(bn_b)
+    s = g / lib.sqrt(rv + bn_eps)
     shape = ((1, -1) if transpose else (-1, 1)) + (1,) * (w.ndim - 2)
     fw = (w * s.reshape(shape)).astype(w.dtype)
     fb = ((b - rm) * s + beta).astype(w.dtype)
@@ -49,8 +51,9 @@ def fuse_conv_bn_eval(conv, bn, transpose=False):
 
 def fuse_linear_bn_weights(linear_w, linear_b, bn_rm, bn_rv, bn_eps, bn_w, bn_b):
     w, rm, rv = _a(linear_w), _a(bn_rm), _a(bn_rv)
-    b = xp.zeros_like(rm) if linear_b is None else _a(linear_b)
-    s = _a(bn_w) / xp.sqrt(rv + bn_eps)
+    lib = B.namespace(w, rm)
+    b = lib.zeros_like(rm) if linear_b is None else _a(linear_b)
+    s = _a(bn_w) / lib.sqrt(rv + bn_eps)
     fw = (w * s[:, None]).astype(w.dtype)
     fb = ((b - rm) * s + _a(bn_b)).astype(w.dtype)
     rg_b = linear_b.requires_grad if isinstance(linear_b, Tensor) else False

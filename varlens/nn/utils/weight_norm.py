@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from varlens import ops as _ops
 from varlens.core.grad_mode import no_grad
+from varlens.core import array as B
 from varlens.core.array import xp
 from varlens.nn.parameter import Parameter
-from varlens.random import _gen
+from varlens.random import generator_for
 from varlens.core.tensor import Tensor
 
 __all__ = ["weight_norm", "remove_weight_norm", "spectral_norm", "remove_spectral_norm", "norm_except_dim",
@@ -106,6 +107,9 @@ def _remove_hook(module, name, hook_cls, what):
 
 
 def _normalize(a, eps):
+    if a.__class__ is not xp.ndarray:      # on the device: no host read (PyTorch's F.normalize)
+        lib = B.namespace(a)
+        return a / lib.maximum(lib.linalg.norm(a), eps)
     return a / max(float(xp.linalg.norm(a)), eps)
 
 
@@ -159,7 +163,7 @@ class SpectralNorm:
         fn = SpectralNorm(name, n_power_iterations, dim, eps)
         mat = fn.reshape_weight_to_matrix(weight.detach())._data
         h, w = mat.shape
-        g = _gen(generator)
+        g = generator_for(B.namespace(mat), generator)   # u, v drawn on the weight's device
         u = _normalize(g.normal(0.0, 1.0, h).astype(mat.dtype), eps)
         v = _normalize(g.normal(0.0, 1.0, w).astype(mat.dtype), eps)
         del module._parameters[name]

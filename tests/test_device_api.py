@@ -14,6 +14,10 @@ from varlens.serialization import CheckpointError
 
 from conftest import _host, assert_close
 
+# the libraries whose no-CUDA answers are compared: varlens, and PyTorch when its build has no CUDA
+# (on a GPU machine with a CUDA build of PyTorch, `make test-gpu`, only varlens's side is checked)
+NO_CUDA_LIBS = (vl,) if torch.cuda.is_available() else (vl, torch)
+
 
 @pytest.fixture
 def no_cuda():
@@ -111,7 +115,7 @@ def test_legacy_constructors_and_their_cuda_spellings(sim_cuda):
 
 
 def test_cuda_legacy_constructors_without_cuda(no_cuda):
-    for lib in (vl, torch):
+    for lib in NO_CUDA_LIBS:
         with pytest.raises(TypeError, match="type torch.cuda.FloatTensor not available"):
             lib.cuda.FloatTensor(2)
 
@@ -122,8 +126,9 @@ def test_creation_without_cuda_raises_torchs_error(no_cuda):
         with pytest.raises(RuntimeError, match="'cuda' is not available") as e:
             f()
         assert isinstance(e.value, AssertionError)          # torch raises AssertionError here
-    with pytest.raises(AssertionError, match="not compiled with CUDA"):
-        torch.zeros(2, device="cuda")
+    if torch in NO_CUDA_LIBS:
+        with pytest.raises(AssertionError, match="not compiled with CUDA"):
+            torch.zeros(2, device="cuda")
 
 
 # ---------------------------------------------------------------- random draws on the device
@@ -219,6 +224,12 @@ def test_cuda_rng_state_round_trip_and_fork_rng(sim_cuda):
     with pytest.raises(RuntimeError, match="state is of a cpu generator"):
         vl.cuda.set_rng_state(vl.get_rng_state())
     assert b_cpu.shape == (3,)
+    vl.manual_seed(2)
+    c = vl.randn(4, device="cuda").cpu().numpy()
+    vl.manual_seed(2)
+    with vl.random.fork_rng(devices=[]):                 # no devices: only the CPU stream is restored
+        vl.randn(4, device="cuda")
+    assert not np.array_equal(vl.randn(4, device="cuda").cpu().numpy(), c)
 
 
 def test_a_generator_of_the_other_device_raises_torchs_error(sim_cuda):
@@ -235,12 +246,13 @@ def test_a_generator_of_the_other_device_raises_torchs_error(sim_cuda):
 
 
 def test_cuda_generators_without_cuda(no_cuda):
-    with pytest.raises(RuntimeError):
-        torch.Generator(device="cuda")
+    for lib in NO_CUDA_LIBS:
+        with pytest.raises(RuntimeError):
+            lib.Generator(device="cuda")
+        assert lib.cuda.manual_seed(3) is None                  # lazy: a no-op
     with pytest.raises(RuntimeError, match="'cuda' is not available"):
         vl.Generator(device="cuda")
-    assert vl.cuda.manual_seed(3) is None and torch.cuda.manual_seed(3) is None      # lazy: a no-op
-    for lib in (vl, torch):
+    for lib in NO_CUDA_LIBS:
         with pytest.raises(AssertionError):
             lib.cuda.initial_seed()
     assert vl.cuda.default_generators == () and vl.cuda.get_rng_state_all() == []
@@ -258,7 +270,7 @@ def test_cuda_queries_on_the_simulated_device(sim_cuda):
     assert p.name == vl.cuda.get_device_name() and p.total_memory > 0
     vl.cuda.set_device(0)
     vl.cuda.set_device(-1)
-    with pytest.raises(RuntimeError, match="invalid device ordinal"):
+    with pytest.raises(RuntimeError, match="invalid device ordinal|one GPU per process"):
         vl.cuda.set_device(1)
     with vl.cuda.device(0):
         on_cuda(vl.ones(1, device="cuda"))
@@ -282,6 +294,10 @@ def test_memory_statistics_follow_device_arrays(sim_cuda):
     assert vl.cuda.max_memory_allocated() == before
     assert vl.accelerator.memory_allocated() == before
     assert vl.accelerator.memory_stats()["allocated_bytes.all.current"] == before
+    assert vl.cuda.memory_stats()["allocated_bytes.all.peak"] == before
+    free, total = vl.cuda.mem_get_info()
+    assert 0 <= free <= total and (free, total) == vl.accelerator.get_memory_info()
+    assert "allocated_bytes.all.current" in vl.cuda.memory_summary()
 
 
 def test_events_and_streams(sim_cuda):
@@ -313,16 +329,19 @@ def test_accelerator_is_the_cuda_device(sim_cuda):
 
 
 def test_without_cuda_the_answers_are_a_cpu_only_torchs(no_cuda):
-    for lib in (vl, torch):
+    for lib in NO_CUDA_LIBS:
         assert lib.cuda.is_available() is False and lib.cuda.device_count() == 0
         assert lib.cuda.memory_allocated() == 0 and lib.cuda.max_memory_allocated() == 0
         assert lib.accelerator.is_available() is False and lib.accelerator.current_accelerator() is None
         for f in (lib.cuda.current_device, lib.cuda.get_device_name):
             with pytest.raises(AssertionError):
                 f()
+        assert lib.cuda.memory_stats() == {}
     vl.cuda.empty_cache()
     vl.cuda.synchronize()
     vl.cuda.reset_peak_memory_stats()
+    with pytest.raises(AssertionError):
+        vl.cuda.mem_get_info()
     assert vl.backends.cuda.is_built() is False and vl.cuda.is_initialized() is False
     with pytest.raises(RuntimeError, match="Cannot access accelerator device"):
         vl.accelerator.synchronize()
@@ -431,7 +450,8 @@ def test_load_state_dict_keeps_each_parameters_device(sim_cuda):
     assert np.array_equal(dst.weight.detach().cpu().numpy(), src.weight.detach().numpy())
     back = vl.nn.Linear(3, 2)
     back.load_state_dict(dst.state_dict())                    # CUDA values into CPU parameters
-    assert back.weight.device.type == "cpu" and np.array_equal(back.weight.detach().numpy(), src.weight.detach().numpy())
+    assert back.weight.device.type == "cpu"
+    assert np.array_equal(back.weight.detach().numpy(), src.weight.detach().numpy())
 
 
 def test_loading_cuda_tensors_without_cuda_names_map_location(sim_cuda):

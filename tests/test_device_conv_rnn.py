@@ -238,36 +238,99 @@ def test_fractional_max_pool_draws_on_device(sim_cuda):
     assert_close(out, vl.gather(x.detach().reshape(2, 3, -1), 2, idx.reshape(2, 3, -1)).reshape(2, 3, 3, 4))
 
 
-def test_packed_lstm_on_device_matches_cpu(sim_cuda):
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_affine_grid_and_grid_sample_on_device(sim_cuda, mode, padding_mode, align_corners):
+    rng = np.random.default_rng(0)
+    theta = vl.tensor(np.eye(2, 3) + 0.4 * rng.standard_normal((2, 2, 3)), requires_grad=True)
+    x = vl.tensor(rng.standard_normal((2, 3, 5, 6)), requires_grad=True)
+    thd, xd = (t.detach().cuda().requires_grad_(True) for t in (theta, x))
+
+    def run(th, inp):
+        g = F.affine_grid(th, (2, 3, 4, 7), align_corners=align_corners)
+        o = F.grid_sample(inp, g, mode=mode, padding_mode=padding_mode, align_corners=align_corners)
+        (o * o).sum().backward()
+        return o
+
+    o = run(theta, x)
+    with sim_cuda.forbid_host_sync():
+        od = run(thd, xd)
+    for a, b in ((od, o), (xd.grad, x.grad), (thd.grad, theta.grad)):
+        assert a.is_cuda
+        assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("layer", [nn.LSTM, nn.GRU, nn.RNN])
+def test_packed_sequence_on_device_matches_cpu(sim_cuda, layer):
     """Variable lengths (lengths are host data, as in PyTorch): the mask goes to the device."""
     from varlens.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
     vl.manual_seed(0)
-    m = nn.LSTM(3, 4, bidirectional=True).double()
+    m = layer(3, 4, bidirectional=True).double()
     md = copy.deepcopy(m).cuda()
     x = vl.randn(5, 3, 3, dtype=vl.float64, requires_grad=True)
     xd = x.detach().cuda().requires_grad_(True)
     lengths = [5, 3, 2]
-    out, (h, c) = m(pack_padded_sequence(x, lengths))
-    y, _ = pad_packed_sequence(out, padding_value=-1.0, total_length=6)
-    (y.sum() + h.sum() + c.sum()).backward()
+
+    def run(mod, inp):
+        out, h = mod(pack_padded_sequence(inp, lengths))
+        y, _ = pad_packed_sequence(out, padding_value=-1.0, total_length=6)
+        states = list(h) if isinstance(h, tuple) else [h]
+        (y.sum() + sum((s * s).sum() for s in states)).backward()
+        return [y] + states
+
+    res = run(m, x)
     with sim_cuda.forbid_host_sync():
-        out_d, (hd, cd) = md(pack_padded_sequence(xd, lengths))
-        yd, _ = pad_packed_sequence(out_d, padding_value=-1.0, total_length=6)
-        (yd.sum() + hd.sum() + cd.sum()).backward()
-    for a, b in ((yd, y), (hd, h), (cd, c), (xd.grad, x.grad), (md.weight_hh_l0_reverse.grad,
-                                                                m.weight_hh_l0_reverse.grad)):
+        res_d = run(md, xd)
+    pairs = list(zip(res_d, res)) + [(xd.grad, x.grad), (md.weight_hh_l0_reverse.grad, m.weight_hh_l0_reverse.grad)]
+    for a, b in pairs:
         assert a.is_cuda
         assert_close(a, b, rtol=1e-10, atol=1e-12)
     with pytest.raises(RuntimeError, match="CPU int64 tensor"):
         pack_padded_sequence(xd, vl.tensor(lengths).cuda())
 
 
-def test_rnn_reset_parameters_on_device_keeps_the_device(sim_cuda):
+@pytest.mark.parametrize("make, shape", [
+    (lambda: nn.Conv2d(2, 3, 3, stride=2, padding=1), (2, 2, 6, 6)),
+    (lambda: nn.ConvTranspose2d(2, 3, 3, stride=2), (2, 2, 4, 4)),
+    (lambda: nn.MaxPool2d(3, 2, 1), (2, 2, 6, 6)),
+    (lambda: nn.AvgPool2d(3, 2, 1), (2, 2, 6, 6)),
+    (lambda: nn.LSTM(3, 4), (5, 2, 3)),
+    (lambda: nn.GRU(3, 4), (5, 2, 3)),
+    (lambda: nn.RNN(3, 4), (5, 2, 3)),
+], ids=["conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "lstm", "gru", "rnn"])
+def test_second_derivatives_on_device(sim_cuda, make, shape):
+    """A gradient penalty (the backward differentiated again) runs through the layers' composites,
+    on the device without a host read."""
+    vl.manual_seed(0)
+    m = make().double()
+    md = copy.deepcopy(m).cuda()
+    x = vl.randn(*shape, dtype=vl.float64, requires_grad=True)
+    xd = x.detach().cuda().requires_grad_(True)
+
+    def penalty(mod, inp):
+        o = mod(inp)
+        o = o[0] if isinstance(o, tuple) else o
+        g, = vl.autograd.grad((o * o).sum(), inp, create_graph=True)
+        (g * g).sum().backward()
+
+    penalty(m, x)
+    with sim_cuda.forbid_host_sync():
+        penalty(md, xd)
+    assert xd.grad.is_cuda
+    assert_close(xd.grad, x.grad, rtol=1e-9, atol=1e-10)
+
+
+def test_parameters_built_or_reset_on_device_stay_there(sim_cuda):
     m = nn.GRU(3, 4).cuda()
     m.reset_parameters()
     c = nn.LSTMCell(3, 4).cuda()
     c.reset_parameters()
-    assert all(p.is_cuda for p in list(m.parameters()) + list(c.parameters()))
+    k = nn.Conv2d(2, 3, 3).cuda()
+    k.reset_parameters()
+    built = [nn.LSTM(2, 3, device="cuda"), nn.Conv1d(2, 3, 3, device="cuda"), nn.RNNCell(2, 3, device="cuda")]
+    params = [p for mod in [m, c, k] + built for p in mod.parameters()]
+    assert params and all(p.is_cuda for p in params)
 
 
 # ------------------------------------------------------------------- training a few steps

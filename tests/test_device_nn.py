@@ -688,3 +688,48 @@ def test_mixed_devices_raise_torchs_error(sim_cuda):
               lambda: F.scaled_dot_product_attention(x, x, x, attn_mask=vl.ones(4, 4, dtype=vl.bool))):
         with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
             f()
+
+
+@pytest.mark.parametrize("pos", ["learned", "sinusoidal", "rope"])
+def test_gpt_steps_on_device_match_cpu(pos, sim_cuda):
+    """The GPT of varlens.models (embeddings, causal attention, LayerNorm, tied head, cross-entropy)
+    takes three AdamW steps on the device without a host sync, matching the CPU run (float64: the
+    key bias's gradient is zero up to rounding, which Adam's normalisation would amplify in float32)."""
+    from varlens.models import gpt
+    vl.manual_seed(0)
+    cpu = gpt.GPT(gpt.GPTConfig(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=16, pos=pos)).double()
+    dev = copy.deepcopy(cpu).cuda()
+    data = [(I(11, 3, 8), I(11, 3, 8)) for _ in range(3)]
+    runs = []
+    for m, device in ((cpu, False), (dev, True)):
+        opt = vl.optim.AdamW(m.parameters(), lr=1e-2)
+        losses = []
+        for x, y in data:
+            x, y = vl.tensor(x), vl.tensor(y)
+            if device:
+                x, y = x.cuda(), y.cuda()
+            with sim_cuda.forbid_host_sync() if device else _nullctx():
+                _, loss = m(x, y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            losses.append(float(_host(loss._data)))
+        runs.append(losses)
+    np.testing.assert_allclose(runs[1], runs[0], **_tol(np.float64))
+    for (n, pc), (_, pd) in zip(cpu.named_parameters(), dev.named_parameters()):
+        assert pd.is_cuda, n
+        np.testing.assert_allclose(_host(pd._data), pc._data, err_msg=n, rtol=1e-8, atol=1e-10)
+
+
+def test_module_backward_hooks_on_device(sim_cuda):
+    """Full backward hooks read the input and output gradients through the identity op on the device."""
+    m = nn.Linear(3, 2).double().cuda()
+    seen = []
+    m.register_full_backward_hook(lambda mod, gi, go: seen.append((gi[0], go[0])))
+    x = vl.tensor(N(4, 3)).cuda().requires_grad_(True)
+    with sim_cuda.forbid_host_sync():
+        m(x).sum().backward()
+    (gi, go), = seen
+    assert gi.is_cuda and go.is_cuda
+    np.testing.assert_allclose(_host(gi._data), _host(x.grad._data))
+    np.testing.assert_array_equal(_host(go._data), np.ones((4, 2)))

@@ -100,21 +100,13 @@ reset_peak_memory_stats = reset_accumulated_memory_stats = _stat(_cuda.reset_pea
 def memory_stats(device_index=None, /):
     """The figures varlens keeps: allocated and reserved bytes, current and peak."""
     _need()
-    return {"allocated_bytes.all.current": _cuda.memory_allocated(device_index),
-            "allocated_bytes.all.peak": _cuda.max_memory_allocated(device_index),
-            "reserved_bytes.all.current": _cuda.memory_reserved(device_index),
-            "reserved_bytes.all.peak": _cuda.max_memory_reserved(device_index)}
+    return _cuda.memory_stats(device_index)
 
 
 def get_memory_info(device_index=None, /):
-    """(free, total) bytes of the device: CuPy's runtime memGetInfo; the simulator's total as
-    get_device_properties reports, less what its arrays hold."""
+    """(free, total) bytes of the device (varlens.cuda.mem_get_info)."""
     _need()
-    props = _cuda.get_device_properties(device_index)
-    if props.name == _cuda.SIMULATED_DEVICE_NAME:
-        return (max(props.total_memory - _cuda.memory_allocated(), 0), props.total_memory)
-    import cupy
-    return tuple(int(v) for v in cupy.cuda.runtime.memGetInfo())
+    return _cuda.mem_get_info(device_index)
 
 
 @contextlib.contextmanager

@@ -120,6 +120,10 @@ class SimArray:
             if allocated[0] > allocated[1]:
                 allocated[1] = allocated[0]
 
+    def __reduce__(self):
+        """copy.deepcopy / pickle rebuild the array through __init__, so its bytes are counted."""
+        return (SimArray, (self._a,))
+
     def __del__(self):
         try:
             if self._a.base is None:

@@ -20,10 +20,11 @@ from varlens import random as _random
 __all__ = ["is_available", "device_count", "current_device", "set_device", "get_device_name",
            "get_device_capability", "get_device_properties", "synchronize", "empty_cache", "memory_allocated",
            "max_memory_allocated", "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats",
-           "reset_max_memory_allocated", "Event", "Stream", "current_stream", "default_stream", "stream", "device",
-           "is_bf16_supported", "is_initialized", "init", "manual_seed", "manual_seed_all", "seed", "seed_all",
-           "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
-           "default_generators", "simulate", "amp", "SIMULATED_DEVICE_NAME"]
+           "reset_max_memory_allocated", "mem_get_info", "memory_stats", "memory_summary", "Event", "Stream",
+           "current_stream", "default_stream", "stream", "device", "is_bf16_supported", "is_initialized", "init",
+           "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state", "set_rng_state",
+           "get_rng_state_all", "set_rng_state_all", "default_generators", "simulate", "amp",
+           "SIMULATED_DEVICE_NAME"]
 
 SIMULATED_DEVICE_NAME = "Simulated CUDA device (NumPy)"
 
@@ -213,6 +214,7 @@ class _PeakHook:
             name = "varlens_peak"
 
             def __init__(self):
+                super().__init__()
                 self.now = self.peak = pool.used_bytes()
 
             def malloc_postprocess(self, device_id, size, mem_size, mem_ptr, pmem_id):
@@ -290,6 +292,38 @@ def reset_peak_memory_stats(device=None):
 
 
 reset_max_memory_allocated = reset_peak_memory_stats
+
+
+def mem_get_info(device=None):
+    """(free, total) bytes of the device: CuPy's cudaMemGetInfo; on the simulator the host memory
+    get_device_properties reports, less what its arrays hold."""
+    lib = _lib()
+    _index(device, "mem_get_info")
+    if _simulated(lib):
+        total = get_device_properties(device).total_memory
+        return (min(max(total - _sim.allocated[0], 0), total), total)
+    free, total = lib.cuda.runtime.memGetInfo()
+    return (int(free), int(total))
+
+
+def memory_stats(device=None):
+    """The figures varlens keeps, under torch's keys: allocated and reserved bytes, current and peak
+    (empty without CUDA, as torch before CUDA is initialised)."""
+    if _B.cuda_namespace(required=False) is None:
+        return {}
+    return {"allocated_bytes.all.current": memory_allocated(device),
+            "allocated_bytes.all.peak": max_memory_allocated(device),
+            "reserved_bytes.all.current": memory_reserved(device),
+            "reserved_bytes.all.peak": max_memory_reserved(device)}
+
+
+def memory_summary(device=None, abbreviated=False):
+    """A short text table of memory_stats() (torch's is longer)."""
+    st = memory_stats(device)
+    if not st:
+        return "No CUDA device: no memory statistics."
+    rows = [f"{k:<30} {v / 2 ** 20:>12.2f} MiB" for k, v in st.items()]
+    return "\n".join(["varlens CUDA memory summary (device cuda:0)"] + rows)
 
 
 # ---------------------------------------------------------------- events and streams

@@ -145,7 +145,8 @@ class GPT(nn.Module):
         elif self.config.pos == "sinusoidal":
             x = x + self.pe[past:past + T]
         else:
-            rope = rope_angles(T, self.config.n_embd // self.config.n_head, offset=past, dtype=x.dtype)
+            rope = rope_angles(T, self.config.n_embd // self.config.n_head, offset=past, dtype=x.dtype,
+                               device=idx.device)
         x = self.drop(x)
         for i, block in enumerate(self.h):
             x = block(x, None if caches is None else caches[i], rope)

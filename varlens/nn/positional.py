@@ -9,6 +9,7 @@ depend only on the relative position i - j.
 from __future__ import annotations
 
 from varlens.core.dtypes import get_default_dtype
+from varlens.core import array as B
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
 from varlens import ops
@@ -26,14 +27,17 @@ def sinusoidal_table(n_positions, d_model, base=10000.0, dtype=None):
     return Tensor._make(pe.astype(dtype or get_default_dtype()))
 
 
-def rope_angles(n_positions, head_dim, base=10000.0, offset=0, dtype=None):
-    """cos and sin tables of shape (n_positions, head_dim // 2) for rotary embeddings."""
+def rope_angles(n_positions, head_dim, base=10000.0, offset=0, dtype=None, device=None):
+    """cos and sin tables of shape (n_positions, head_dim // 2) for rotary embeddings, made on the
+    host and copied to ``device`` (the CPU by default)."""
     if head_dim % 2:
         raise ValueError(f"rope_angles: head_dim must be even, got {head_dim}")
+    ns = B.namespace_of_device(device)
     inv = base ** (-xp.arange(0, head_dim, 2, dtype=xp.float64) / head_dim)
     ang = xp.arange(offset, offset + n_positions, dtype=xp.float64)[:, None] * inv
     dt = dtype or get_default_dtype()
-    return Tensor._make(xp.cos(ang).astype(dt)), Tensor._make(xp.sin(ang).astype(dt))
+    return (Tensor._make(B.to_namespace(xp.cos(ang).astype(dt), ns)),
+            Tensor._make(B.to_namespace(xp.sin(ang).astype(dt), ns)))
 
 
 def apply_rotary(x, cos, sin):

@@ -407,7 +407,7 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
         out = obj
     else:
         out = as_tensor(obj, dtype=dtype, device=device)
-        if copy and (out is obj or B.namespace(out._data) is xp and not isinstance(obj, Tensor)):
+        if copy:
             out = Tensor._make(out._data.copy())
     if requires_grad:
         out.requires_grad_(True)

@@ -365,7 +365,7 @@ def affine_grid(theta, size, align_corners=None):
         raise NotImplementedError(f"{op}: affine_grid only supports 4D and 5D sizes, got {size}")
     if min(size) <= 0:
         raise ValueError(f"{op}: expected non-zero, positive output size, got {size}")
-    b = Tensor._make(base.reshape(-1, base.shape[-1]).astype(theta.dtype))
+    b = Tensor._make(_on_device_of(base.reshape(-1, base.shape[-1]).astype(theta.dtype), theta))
     grid = _ops.matmul(b, _ops.transpose(theta, 1, 2))          # (N, P, 2|3)
     return _ops.reshape(grid, out_shape)
 
@@ -379,7 +379,7 @@ def _reflect(c, lo2, hi2):
         return c * 0.0
     mn, span = lo2 / 2, (hi2 - lo2) / 2
     a = _ops.abs(c - mn)
-    flips = xp.floor(a._data / span)
+    flips = B.namespace(a._data).floor(a._data / span)
     extra = a - Tensor._make((flips * span).astype(a.dtype))
     return _ops.where(flips % 2 == 0, extra + mn, span - extra + mn)
 
@@ -416,25 +416,26 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     ac = bool(align_corners)
     N, C, H, W = _shape(input)
     Ho, Wo = grid.shape[1], grid.shape[2]
+    lib = B.namespace(grid._data)   # the grid's library: indices and weights stay on its device
     gx = _source_coord(_ops.getitem(grid, (Ellipsis, 0)), W, padding_mode, ac)    # (N, Ho, Wo)
     gy = _source_coord(_ops.getitem(grid, (Ellipsis, 1)), H, padding_mode, ac)
     flat = _ops.reshape(input, (N, C, H * W))
 
     def tap(ix, iy):
         inside = (ix >= 0) & (ix < W) & (iy >= 0) & (iy < H)
-        pos = (xp.clip(iy, 0, H - 1) * W + xp.clip(ix, 0, W - 1)).reshape(N, 1, Ho * Wo)
-        v = _ops.gather(flat, 2, Tensor._make(xp.broadcast_to(pos, (N, C, Ho * Wo)).copy()))
+        pos = (lib.clip(iy, 0, H - 1) * W + lib.clip(ix, 0, W - 1)).reshape(N, 1, Ho * Wo)
+        v = _ops.gather(flat, 2, Tensor._make(lib.broadcast_to(pos, (N, C, Ho * Wo)).copy()))
         v = _ops.reshape(v, (N, C, Ho, Wo))
         return _ops.where(inside[:, None], v, 0.0)
 
     if mode == "nearest":
-        ix = xp.round(gx._data).astype(xp.int64)     # round half to even, as nearbyint
-        iy = xp.round(gy._data).astype(xp.int64)
+        ix = lib.round(gx._data).astype(xp.int64)     # round half to even, as nearbyint
+        iy = lib.round(gy._data).astype(xp.int64)
         # the grid gets a zero gradient (as PyTorch) rather than none
-        zero = _ops.unsqueeze(Tensor._make(xp.zeros(gx.shape, dtype=gx.dtype)) * (gx + gy), 1)
+        zero = _ops.unsqueeze(Tensor._make(lib.zeros(gx.shape, dtype=gx.dtype)) * (gx + gy), 1)
         return tap(ix, iy) + zero
-    x0 = xp.floor(gx._data)
-    y0 = xp.floor(gy._data)
+    x0 = lib.floor(gx._data)
+    y0 = lib.floor(gy._data)
     wx1 = _ops.unsqueeze(gx - Tensor._make(x0), 1)
     wy1 = _ops.unsqueeze(gy - Tensor._make(y0), 1)
     wx0, wy0 = 1 - wx1, 1 - wy1

@@ -128,7 +128,8 @@ class CrossEntropy(Function):
         as PyTorch), so nothing is read on the host."""
         M, C = z2.shape
         m = z2.max(axis=1, keepdims=True)
-        e = xp.exp(z2 - m)
+        e = z2 - m
+        xp.exp(e, out=e)                     # (in place: one buffer for the softmax rows)
         s = e.sum(axis=1, keepdims=True)
         e /= s
         lse = xp.log(s) + m

@@ -510,6 +510,10 @@ def parse_to(args, kwargs):
         elif a is None:
             continue
         elif isinstance(a, (builtins.int, _np.integer)) and not isinstance(a, builtins.bool):
+            if B.cuda_namespace(required=False) is None:
+                raise RuntimeError(f"to(): an int argument ({a}) is read as a CUDA device index, and no CUDA "
+                                   "device is available; pass a dtype (varlens.float32, ...), a device "
+                                   "('cpu') or a Tensor")
             dev = f"cuda:{int(a)}"   # an int is an accelerator index, as in torch
         elif isinstance(a, builtins.bool) or not (isinstance(a, (_np.dtype, type)) or hasattr(a, "is_floating_point")
                                                   or type(a).__module__.startswith("torch")):

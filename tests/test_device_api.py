@@ -12,7 +12,7 @@ import varlens as vl
 from varlens.core import array as B
 from varlens.serialization import CheckpointError
 
-from conftest import _host, assert_close
+from conftest import _host, assert_close, to_torch
 
 # the libraries whose no-CUDA answers are compared: varlens, and PyTorch when its build has no CUDA
 # (on a GPU machine with a CUDA build of PyTorch, `make test-gpu`, only varlens's side is checked)
@@ -394,6 +394,25 @@ def test_save_cuda_state_and_load_back_to_the_device(sim_cuda):
     assert np.array_equal(_host(m(x)._data), _host(m2(x)._data))
 
 
+def test_a_cpu_checkpoint_resumes_training_on_the_device(sim_cuda):
+    m = vl.nn.Linear(3, 2)
+    opt = vl.optim.Adam(m.parameters(), lr=0.1)
+    m(vl.randn(4, 3)).sum().backward()
+    opt.step()
+    ck = vl.load(io.BytesIO(_saved({"m": m.state_dict(), "o": opt.state_dict()})))
+    m2 = vl.nn.Linear(3, 2, device="cuda")
+    opt2 = vl.optim.Adam(m2.parameters(), lr=0.1)
+    m2.load_state_dict(ck["m"])
+    opt2.load_state_dict(ck["o"])
+    on_cuda(opt2.state[m2.weight]["exp_avg"])
+    x = vl.randn(4, 3)
+    for model, o, xx in ((m, opt, x), (m2, opt2, x.cuda())):
+        o.zero_grad()
+        model(xx).sum().backward()
+        o.step()
+    assert_close(m2.weight.detach(), to_torch(m.weight.detach()), rtol=1e-6, atol=1e-7)
+
+
 @pytest.mark.parametrize("form", ["cpu", "cpu_device", "torch_cpu", "dict", "callable_cpu"])
 def test_map_location_to_the_cpu(sim_cuda, form):
     m, _ = _trained_cuda_model()
@@ -512,3 +531,110 @@ def test_dataloader_pin_memory_without_cuda_changes_nothing(no_cuda):
     for xb, in DataLoader(TensorDataset(X), batch_size=3, pin_memory=True):
         assert not xb.is_pinned() and xb.device.type == "cpu"
     assert vl.ones(2).pin_memory().is_pinned() is False
+
+
+# ---------------------------------------------------------------- the CuPy branches, on a stand-in
+class _FakeCuPy:
+    """A stand-in with the parts of CuPy's API that varlens.cuda and varlens.random use where the
+    simulator takes another branch (memory pool and hooks, runtime queries, the generator's
+    device-side state).  It checks varlens's side of those calls on machines without a GPU;
+    `make test-gpu` runs the real ones."""
+
+    def __init__(self):
+        import types
+        hooks = []
+
+        class MemoryHook:
+            def __enter__(self):
+                hooks.append(self)
+                return self
+
+        class Pool:
+            used = 0
+            freed = False
+
+            def used_bytes(self):
+                return self.used
+
+            def total_bytes(self):
+                return self.used + 512
+
+            def free_all_blocks(self):
+                self.freed = True
+
+            def malloc(self, n):
+                self.used += n
+                for h in hooks:
+                    h.malloc_postprocess(device_id=0, size=n, mem_size=n, mem_ptr=1, pmem_id=1)
+
+            def free(self, n):
+                self.used -= n
+                for h in hooks:
+                    h.free_postprocess(device_id=0, mem_size=n, mem_ptr=1, pmem_id=1)
+
+        class Gen:
+            def __init__(self, seed):
+                self.bit_generator = types.SimpleNamespace(_state=np.random.default_rng(seed).integers(
+                    0, 100, 48).astype(np.int8))
+
+        self.pool, self.pinned, self.hooks = Pool(), Pool(), hooks
+        self.syncs = []
+        runtime = types.SimpleNamespace(
+            getDeviceCount=lambda: 1, memGetInfo=lambda: (3000, 8000),
+            getDeviceProperties=lambda i: {"name": b"Fake GPU", "totalGlobalMem": 8000, "major": 9, "minor": 0,
+                                           "multiProcessorCount": 132})
+        self.cuda = types.SimpleNamespace(MemoryHook=MemoryHook, runtime=runtime,
+                                          Device=lambda i: types.SimpleNamespace(
+                                              synchronize=lambda: self.syncs.append(i)))
+        self.random = types.SimpleNamespace(default_rng=Gen)
+        self.get_default_memory_pool = lambda: self.pool
+        self.get_default_pinned_memory_pool = lambda: self.pinned
+        self.asnumpy = lambda a: np.array(a, copy=True)
+        self.asarray = np.asarray
+
+
+@pytest.fixture
+def fake_cupy():
+    import varlens.random as R
+    from varlens import cuda as C
+    prev, prev_hook = B._cuda[0], C._PeakHook.hook
+    lib = B._cuda[0] = _FakeCuPy()
+    C._PeakHook.hook = None
+    try:
+        yield lib
+    finally:
+        B._cuda[0], C._PeakHook.hook = prev, prev_hook
+        R._device_generators.pop(lib, None)
+
+
+def test_cupy_branches_of_the_queries_and_memory_figures(fake_cupy):
+    assert vl.cuda.get_device_name() == "Fake GPU" and vl.cuda.get_device_capability() == (9, 0)
+    p = vl.cuda.get_device_properties(0)
+    assert (p.total_memory, p.multi_processor_count) == (8000, 132)
+    assert vl.cuda.mem_get_info() == (3000, 8000)
+    vl.cuda.synchronize()
+    vl.cuda.empty_cache()
+    assert fake_cupy.syncs == [0] and fake_cupy.pool.freed and fake_cupy.pinned.freed
+    pool = fake_cupy.pool
+    pool.malloc(100)
+    vl.cuda.reset_peak_memory_stats()                   # installs the peak counter (a memory hook)
+    assert len(fake_cupy.hooks) == 1 and vl.cuda.max_memory_allocated() == 100
+    pool.malloc(1000)
+    pool.free(1000)
+    assert vl.cuda.memory_allocated() == 100 and vl.cuda.max_memory_allocated() == 1100
+    assert vl.cuda.memory_reserved() == 612
+    vl.cuda.reset_peak_memory_stats()
+    assert vl.cuda.max_memory_allocated() == 100 and len(fake_cupy.hooks) == 1
+
+
+def test_cupy_branch_of_the_generator_state(fake_cupy):
+    g = vl.random.cuda_default_generator(fake_cupy)
+    g.rng._g.bit_generator._state[:] = 7                # draws moved the device state on from the seed's
+    state = vl.cuda.get_rng_state()
+    saved = state["bit_generator"].copy()
+    assert state["device"] == "cuda" and saved.dtype == np.int8 and (saved == 7).all()
+    g.rng._g.bit_generator._state[:] = 0                # and on again
+    vl.cuda.set_rng_state(state)
+    assert (g.rng._g.bit_generator._state == 7).all()   # back where it was, not at the seed's start
+    with pytest.raises(RuntimeError, match="generator state holds"):
+        vl.cuda.set_rng_state(dict(state, bit_generator=saved[:5]))

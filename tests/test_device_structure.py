@@ -455,11 +455,16 @@ def test_integer_results_on_device_match_cpu(sim_cuda):
     np.testing.assert_array_equal(_host(t), vl.tril_indices(4, 3, -1).numpy())
 
 
-def test_host_only_linalg_raises_clearly_on_device(sim_cuda):
-    a = vl.tensor(_spd(3)).cuda()
-    for fn in (vl.geqrf,):
-        with pytest.raises(NotImplementedError, match="CUDA tensor"):
-            fn(a)
+@pytest.mark.parametrize("shape", [(4, 3), (2, 3, 5), (3, 3)])
+def test_geqrf_on_device_matches_lapack(shape, sim_cuda):
+    a = R.standard_normal(shape)
+    a[..., 1:, 0] = 0.0 if shape == (3, 3) else a[..., 1:, 0]   # a column needing no reflection
+    cpu = vl.geqrf(vl.tensor(a))
+    with sim_cuda.forbid_host_sync():
+        dev = vl.geqrf(vl.tensor(a).cuda())
+    for c, d in zip(cpu, dev):
+        assert d.is_cuda and d.dtype == c.dtype
+        np.testing.assert_allclose(_host(d), c.numpy(), rtol=1e-9, atol=1e-12)
 
 
 def test_lu_info_on_device_matches_cpu(sim_cuda):
@@ -490,3 +495,34 @@ def test_matrix_exp_on_device_matches_cpu(dtype, scale, sim_cuda):
 def test_cuda_index_on_cpu_tensor_raises_torchs_error(sim_cuda):
     with pytest.raises(RuntimeError, match="same device"):
         vl.zeros(4)[vl.tensor([1, 2]).cuda()]
+
+
+def test_inv_ex_solve_ex_info_on_device(sim_cuda):
+    good = _spd(3, (2,))
+    bad = good.copy()
+    bad[1, 2] = bad[1, 0]                     # a singular matrix in the batch
+    b = R.standard_normal((2, 3, 2))
+    for a in (good, bad):
+        for fn in (lambda m: vl.linalg.inv_ex(m), lambda m: vl.linalg.solve_ex(m, vl.tensor(b).to(m.device))):
+            cpu = fn(vl.tensor(a))
+            dev = fn(vl.tensor(a).cuda())
+            for c, d in zip(cpu, dev):
+                assert d.is_cuda and d.dtype == c.dtype
+                np.testing.assert_allclose(_host(d), c.numpy(), rtol=1e-9, atol=1e-12)
+    with pytest.raises(vl.linalg.LinAlgError, match="singular"):
+        vl.linalg.inv_ex(vl.tensor(bad).cuda(), check_errors=True)
+
+
+def test_cholesky_ex_info_on_device(sim_cuda):
+    a = _spd(3, (3,))
+    a[1, 2, 2] = -50.0                        # not positive-definite at the third leading minor
+    a[2, 0, 0] = -1.0                         # ... at the first
+    cpu = vl.linalg.cholesky_ex(vl.tensor(a))
+    with sim_cuda.forbid_host_sync():
+        dev = vl.linalg.cholesky_ex(vl.tensor(a).cuda())
+    assert dev.info.is_cuda
+    np.testing.assert_array_equal(_host(dev.info), cpu.info.numpy())
+    np.testing.assert_allclose(_host(dev.L)[0], cpu.L.numpy()[0], rtol=1e-12)
+    assert np.isnan(_host(dev.L)[1, 2, 2]) and np.isnan(_host(dev.L)[2]).any()
+    with pytest.raises(vl.linalg.LinAlgError, match="not positive-definite"):
+        vl.linalg.cholesky_ex(vl.tensor(a).cuda(), check_errors=True)

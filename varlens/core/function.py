@@ -88,7 +88,8 @@ class Function:
         return _graph_nodes.next_function_pairs([n for i, n in enumerate(self.next) if i not in nt])
 
     def name(self) -> str:
-        return type(self).__name__
+        """PyTorch's name of this node (``AddmmBackward0``), as torch's ``grad_fn.name()``."""
+        return _graph_nodes.node_name(self)
 
     def __repr__(self):
         return f"<{_graph_nodes.node_name(self)} object at {hex(id(self))}>"

@@ -34,6 +34,9 @@ def node_name(fn) -> str:
     cls = type(fn)
     if getattr(cls, "_ctx_style", False):
         return f"{cls.__name__}Backward"
+    own = getattr(fn, "torch_node_name", None)   # a class's full name ("MaxBackward1"), or a
+    if own is not None:                          # method naming it from the node (Linear on 3-D input)
+        return own() if callable(own) else own
     name = cls.__name__
     return TORCH_NODE_NAMES.get(name, name) + "Backward0"
 
@@ -69,3 +72,33 @@ def next_function_pairs(inputs):
         else:
             out.append((AccumulateGrad(n), 0))
     return tuple(out)
+
+
+class DisplayNode:
+    """A node PyTorch's graph has where varlens records none (the transpose of a Linear's
+    weight, the view of its N-D input, the addmm under that view): PyTorch's name (its type's
+    name, as in PyTorch) and edges, for code that walks ``next_functions``.  No gradient passes
+    through it: the one recorded varlens node computes them all."""
+
+    __slots__ = ("next_functions",)
+
+    def __init__(self, next_functions):
+        self.next_functions = tuple(next_functions)
+
+    def name(self):
+        return type(self).__name__
+
+    def __repr__(self):
+        return f"<{type(self).__name__} object at {hex(id(self))}>"
+
+
+_DISPLAY_TYPES = {}
+
+
+def display_node(name, next_functions):
+    """A DisplayNode whose type is called ``name`` ("TBackward0"), with those (node, index) pairs."""
+    cls = _DISPLAY_TYPES.get(name)
+    if cls is None:
+        cls = _DISPLAY_TYPES[name] = type(name, (DisplayNode,), {"__slots__": ()})
+    return cls(next_functions)
+

@@ -19,6 +19,13 @@ live on a pretend device.  The numbers are NumPy's; what is simulated is the *bo
   step can be checked to run without one (no ``.item()``, boolean-mask indexing, or host copy).
 
 Results keep CuPy's shapes: a full reduction gives a 0-d device array, never a host scalar.
+* **Only CuPy's names.**  The namespace, ``random``, ``linalg``, ``fft``, ``lib.stride_tricks``,
+  ``special``, the device arrays' methods, the random Generator's methods and the ufuncs' methods
+  (``add.at``, ``maximum.accumulate``, ...) are restricted to what CuPy offers (core/cupy_api.py,
+  read from CuPy v13's source), and a few NumPy keyword arguments CuPy lacks (``where=``,
+  ``initial=``, ``kind=`` on ``ndarray.argsort``) are refused, so code that needs a NumPy-only
+  name fails here as it would on a GPU.
+
 ``varlens.cuda.simulate()`` makes this library the ``cuda`` device (core/array.py).
 """
 from __future__ import annotations
@@ -27,6 +34,8 @@ import contextlib
 import types
 
 import numpy as _np
+
+from varlens.core import cupy_api as _api
 
 host_syncs = [0]          # host synchronisations so far (item(), float(), tolist(), get(), ...)
 _forbid = [0]             # > 0 inside forbid_host_sync()
@@ -86,8 +95,11 @@ def _wrap(r):
     return r
 
 
-def _device_fn(fn, name):
+def _device_fn(fn, name, refused=None):
     def f(*args, **kwargs):
+        if refused is not None and not refused.isdisjoint(kwargs):
+            raise TypeError(f"{name}() got an unexpected keyword argument "
+                            f"{sorted(refused.intersection(kwargs))[0]!r} (simulated: CuPy's {name} lacks it)")
         args = [_unwrap(a, name) for a in args]
         kwargs = {k: _unwrap(v, name) for k, v in kwargs.items()}
         return _wrap(fn(*args, **kwargs))
@@ -161,7 +173,6 @@ class SimArray:
     strides = property(lambda self: self._a.strides)
     flags = property(lambda self: _Flags(self._a.flags))
     T = property(lambda self: SimArray(self._a.T))
-    mT = property(lambda self: SimArray(_np.swapaxes(self._a, -1, -2)))
     real = property(lambda self: SimArray(self._a.real))
     imag = property(lambda self: SimArray(self._a.imag))
 
@@ -174,12 +185,18 @@ class SimArray:
     def device(self):
         return _DEVICE
 
+    @property
+    def mT(self):
+        raise AttributeError("'cupy.ndarray' object has no attribute 'mT' (simulated: CuPy lacks it before v14)")
+
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
+        if name not in _api.NDARRAY:
+            raise AttributeError(f"'cupy.ndarray' object has no attribute {name!r} (simulated: CuPy lacks it)")
         attr = getattr(self._a, name)
         if callable(attr):
-            return _device_fn(attr, name)
+            return _device_fn(attr, name, _api.NDARRAY_REFUSED_KWARGS.get(name))
         return _wrap(attr)
 
     def __len__(self):
@@ -286,19 +303,23 @@ SimArray.__hash__ = None
 # ---------------------------------------------------------------- the namespace
 
 class _Namespace(types.ModuleType):
-    """``sim``: NumPy's functions, taking and giving device arrays; dtypes and constants as NumPy's."""
+    """``sim``: NumPy's functions, taking and giving device arrays; dtypes and constants as NumPy's.
+    Only the names CuPy's module ``label`` has (``allowed``) are served."""
 
-    def __init__(self, name, source):
+    def __init__(self, name, source, label="cupy", allowed=_api.NAMESPACE):
         super().__init__(name)
-        self._source = source
+        self._source, self._label, self._allowed = source, label, allowed
 
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
+        if name not in self._allowed:
+            raise AttributeError(f"module {self._label!r} has no attribute {name!r} (simulated: CuPy lacks it)")
         attr = getattr(self._source, name)
         if isinstance(attr, (type, _np.dtype, int, float, types.ModuleType)) or attr is None:
             if isinstance(attr, types.ModuleType):
-                attr = _Namespace(f"{self.__name__}.{name}", attr)
+                sub = f"{self._label}.{name}"
+                attr = _Namespace(f"{self.__name__}.{name}", attr, sub, _SUBMODULES.get(sub, frozenset()))
             elif attr is _np.ndarray:
                 attr = SimArray
             setattr(self, name, attr)
@@ -306,7 +327,7 @@ class _Namespace(types.ModuleType):
         if isinstance(attr, _np.ufunc):
             f = _Ufunc(attr)
         elif callable(attr):
-            f = _device_fn(attr, name)
+            f = _device_fn(attr, name, _api.REFUSED_KWARGS.get(name) if self._label == "cupy" else None)
         else:
             return attr
         setattr(self, name, f)
@@ -321,11 +342,25 @@ class _Ufunc:
         self.__name__ = uf.__name__
         self.__call__ = _device_fn(uf, uf.__name__)
         for m in ("at", "reduce", "accumulate", "outer", "reduceat"):
-            setattr(self, m, _device_fn(getattr(uf, m), f"{uf.__name__}.{m}"))
+            ok = _api.UFUNC_METHODS[m]
+            if ok is None or uf.__name__ in ok:
+                setattr(self, m, _device_fn(getattr(uf, m), f"{uf.__name__}.{m}"))
+            else:
+                setattr(self, m, _unsupported(f"{uf.__name__}.{m}"))
         self.nin, self.nout = uf.nin, uf.nout
 
     def __call__(self, *args, **kwargs):
         return self.__dict__["__call__"](*args, **kwargs)
+
+
+def _unsupported(what):
+    def f(*args, **kwargs):
+        raise NotImplementedError(f"`{what}` is not supported yet (simulated: CuPy raises this)")
+    return f
+
+
+_SUBMODULES = {"cupy.random": _api.RANDOM, "cupy.linalg": _api.LINALG, "cupy.fft": _api.FFT,
+               "cupy.lib": frozenset({"stride_tricks"}), "cupy.lib.stride_tricks": _api.STRIDE_TRICKS}
 
 
 class _Flags:
@@ -342,6 +377,7 @@ class _Flags:
 sim = _Namespace("varlens_simulated_cuda", _np)
 sim.ndarray = SimArray
 sim.simulated = True
+sim.errstate = _np.errstate     # not CuPy's: core/array.py adds it to CuPy too
 
 
 def _asarray(a, dtype=None, order=None, **_):
@@ -398,22 +434,52 @@ class _Generator:
         self._g = _np.random.default_rng(None if seed is None else [int(seed), 0x0C0DA])
 
     def __getattr__(self, name):
-        return _device_fn(getattr(self._g, name), name)
+        if name not in _api.GENERATOR_METHODS:
+            raise AttributeError(f"'cupy.random.Generator' object has no attribute {name!r} (simulated: CuPy lacks it)")
+        f = _device_fn(getattr(self._g, name), name)
+        if name in ("random", "standard_normal", "uniform"):
+            def f(*args, _f=f, dtype=_np.float64, **kwargs):
+                if _np.dtype(dtype).char not in "fd":
+                    raise TypeError(f"cupy.random.Generator.{name}: dtype must be float32 or float64, got {dtype}")
+                return _f(*args, **kwargs).astype(dtype, copy=False) if name == "uniform" else _f(*args, dtype=dtype, **kwargs)
+        return f
+
+
+class _RandomState:
+    """cupy.random.RandomState (the legacy, stable API): NumPy's RandomState under another seed
+    offset; its draws take ``dtype`` as CuPy's do."""
+
+    def __init__(self, seed=None, method=None):
+        self._r = _np.random.RandomState(None if seed is None else (int(seed) + 0x0C0DA) % 2 ** 32)
+        self.method = method
+
+    def __getattr__(self, name):
+        if name not in _api.RANDOM_STATE_METHODS:
+            raise AttributeError(f"'cupy.random.RandomState' object has no attribute {name!r} (simulated: CuPy lacks it)")
+        f = _device_fn(getattr(self._r, name), name)
+
+        def g(*args, dtype=None, **kwargs):
+            r = f(*args, **kwargs)
+            return r if dtype is None else r.astype(dtype, copy=False)
+        return g
 
 
 def _default_rng(seed=None):
     return _Generator(seed)
 
 
-sim.random = _Namespace("varlens_simulated_cuda.random", _np.random)
+sim.random = _Namespace("varlens_simulated_cuda.random", _np.random, "cupy.random", _api.RANDOM)
 sim.random.default_rng = _default_rng
 sim.random.Generator = _Generator
+sim.random.RandomState = _RandomState
 
 
 class _Special(types.ModuleType):
     """``cupyx.scipy.special``'s stand-in: SciPy's functions on device arrays."""
 
     def __getattr__(self, name):
+        if name not in _api.SPECIAL:
+            raise AttributeError(f"module 'cupyx.scipy.special' has no attribute {name!r} (simulated: CuPy lacks it)")
         import scipy.special as sp
         f = _device_fn(getattr(sp, name), name)
         setattr(self, name, f)

@@ -531,13 +531,6 @@ class LinAlgError(RuntimeError):
     torch.linalg.LinAlgError (also a RuntimeError)."""
 
 
-def _host_only(a, what):
-    """NotImplementedError for a CUDA array given to a routine that calls LAPACK through SciPy."""
-    if a.__class__ is not xp.ndarray and B.is_device_array(a):
-        raise NotImplementedError(f"{what} on a CUDA tensor is not implemented in varlens yet (it calls "
-                                  "LAPACK through SciPy, on the host); move the tensor with .cpu() first")
-
-
 def _sla():
     import scipy.linalg as sla  # LAPACK routines NumPy does not expose (trtrs, expm, potrf info)
     return sla
@@ -713,8 +706,8 @@ def _cholesky_info(a):
     """Lower Cholesky factors and LAPACK's info per matrix (0, or the order of the first
     leading minor that is not positive-definite)."""
     batch = a.shape[:-2]
-    if a.__class__ is not xp.ndarray:   # a device: no per-matrix check (it would read the device);
-        return B.namespace(a).linalg.cholesky(a), None   # a failed factor holds NaN, as with CuPy
+    if a.__class__ is not xp.ndarray:   # a device: no check here (it would read the device)
+        return _cholesky_device(a), None
     try:
         return xp.linalg.cholesky(a), xp.zeros(batch, dtype=xp.int32)
     except xp.linalg.LinAlgError:
@@ -729,6 +722,36 @@ def _cholesky_info(a):
         out[i] = c
         info[i] = inf
     return out.reshape(a.shape), info.reshape(batch)
+
+
+def _cholesky_device(a):
+    """The lower Cholesky factor on a device; where a matrix is not positive-definite the factor
+    holds NaN from the failing column on, whatever the library does (CuPy fills NaN; a library
+    that raises instead gets the same NaN factor from a column-by-column loop)."""
+    lib = B.namespace(a)
+    try:
+        return lib.linalg.cholesky(a)
+    except xp.linalg.LinAlgError:
+        pass
+    n = a.shape[-1]
+    L = lib.zeros_like(a)
+    with lib.errstate(invalid="ignore", divide="ignore"):
+        for j in range(n):
+            lj = L[..., j, :j]
+            d = lib.sqrt(a[..., j, j] - (lj * lj).sum(-1))
+            d = lib.where(d > 0, d, lib.nan)
+            L[..., j, j] = d
+            if j + 1 < n:
+                L[..., j + 1:, j] = (a[..., j + 1:, j] - (L[..., j + 1:, :j] * lj[..., None, :]).sum(-1)) / d[..., None]
+    return L
+
+
+def _cholesky_device_info(L):
+    """LAPACK potrf's info from a device factor: the order of the first leading minor whose pivot
+    is not positive (NaN or <= 0 on L's diagonal), 0 where the factor is complete."""
+    lib = B.namespace(L)
+    bad = ~(lib.diagonal(L, 0, -2, -1) > 0)
+    return lib.where(bad.any(-1), lib.argmax(bad, -1) + 1, 0).astype(xp.int32)
 
 
 def _raise_cholesky(info, fn):
@@ -779,8 +802,10 @@ def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
     leading minor that is not positive-definite.  L is differentiable where info == 0."""
     _check(A, "linalg.cholesky_ex", square=True)
     L, info = _cholesky_info(A._data)
-    if info is None:   # (a device: no check; info reads 0, a failed factor holds NaN)
-        info = B.namespace(L).zeros(tuple(A.shape[:-2]), dtype=xp.int32)
+    if info is None:   # a device: info from the factor's diagonal, read on the host only to raise
+        info = _cholesky_device_info(L)
+        if check_errors and bool(info.any()):
+            _raise_cholesky(B.to_host(info), "linalg.cholesky_ex")
         Lt = Cholesky.apply(A, upper=upper)
     elif info.any():
         if check_errors:
@@ -1840,9 +1865,8 @@ def _ex(A, check_errors, fn, matrix, compute, nan_shape):
     """(compute(), info = 0); where LAPACK finds A singular, (NaN of nan_shape(), info > 0: the
     1-based index of the first exactly zero pivot of A's LU factorisation), or with check_errors
     a LinAlgError naming the op (``matrix`` is how the message names A)."""
-    if A._data.__class__ is not xp.ndarray:   # a device: no check (it would read the device); a
-        # singular A gives Inf/NaN there, as CuPy's solvers, and info reads 0
-        return compute(), Tensor._make(B.namespace(A._data).zeros(tuple(A.shape[:-2]), dtype=xp.int32))
+    if A._data.__class__ is not xp.ndarray:
+        return _ex_device(A, check_errors, fn, matrix, compute, nan_shape)
     try:
         return compute(), Tensor._make(xp.zeros(tuple(A.shape[:-2]), dtype=xp.int32))
     except xp.linalg.LinAlgError:
@@ -1851,6 +1875,20 @@ def _ex(A, check_errors, fn, matrix, compute, nan_shape):
     if check_errors:
         raise LinAlgError(f"{fn}: {matrix} is singular (a pivot of its LU factorisation is exactly zero)")
     return Tensor._make(xp.full(nan_shape(), xp.nan, dtype=A.dtype)), Tensor._make(info)
+
+
+def _ex_device(A, check_errors, fn, matrix, compute, nan_shape):
+    """_ex on a device: info from the device LU (no host read), the result NaN where any matrix
+    is singular (as on the CPU); only check_errors reads info on the host, as PyTorch's does."""
+    lib = B.namespace(A._data)
+    info = _getrf(A._data)[2]
+    if check_errors and bool((info > 0).any()):
+        raise LinAlgError(f"{fn}: {matrix} is singular (a pivot of its LU factorisation is exactly zero)")
+    try:
+        res = compute()
+    except xp.linalg.LinAlgError:   # (a library that raises for a singular matrix)
+        return Tensor._make(lib.full(nan_shape(), xp.nan, dtype=A.dtype)), Tensor._make(info)
+    return where(Tensor._make((info > 0).any()), float("nan"), res), Tensor._make(info)
 
 
 def inv_ex(A, *, check_errors=False, out=None):
@@ -1936,7 +1974,9 @@ def geqrf(input, *, out=None):  # noqa: A002
     differentiable, as in PyTorch (use linalg.qr for gradients)."""
     _check(input, "geqrf", "input")
     a = input._data
-    _host_only(a, "geqrf")
+    if a.__class__ is not xp.ndarray:
+        qr_, tau = _geqrf_device(a)
+        return GeqrfResult(Tensor._make(qr_), Tensor._make(tau))
     m, n = a.shape[-2], a.shape[-1]
     flat = a.reshape((-1, m, n))
     qr_ = xp.empty_like(flat)
@@ -1946,6 +1986,35 @@ def geqrf(input, *, out=None):  # noqa: A002
         for i, mat in enumerate(flat):
             qr_[i], tau[i], _, _ = fn(mat)
     return GeqrfResult(Tensor._make(qr_.reshape(a.shape)), Tensor._make(tau.reshape(a.shape[:-2] + (min(m, n),))))
+
+
+def _geqrf_device(a):
+    """geqrf on a device: LAPACK's Householder steps (dlarfg's reflector: beta = -sign(alpha) *
+    ||x||, tau = (beta - alpha) / beta, v = x[1:] / (alpha - beta); tau = 0 where x[1:] = 0),
+    batched, one vectorised step per column, so nothing is read on the host."""
+    lib = B.namespace(a)
+    m, n = a.shape[-2], a.shape[-1]
+    k = min(m, n)
+    r = a.copy()
+    tau = lib.zeros(a.shape[:-2] + (k,), dtype=a.dtype)
+    for j in range(k):
+        alpha = r[..., j, j]
+        tail = r[..., j + 1:, j]
+        xn2 = (tail * tail).sum(-1)
+        skip = xn2 == 0
+        beta = -lib.where(alpha >= 0, 1.0, -1.0) * lib.sqrt(alpha * alpha + xn2)
+        safe = lib.where(skip, 1.0, beta)
+        t = lib.where(skip, 0.0, (beta - alpha) / safe)
+        v = lib.where(skip[..., None], 0.0, tail / lib.where(skip, 1.0, alpha - beta)[..., None])
+        r[..., j + 1:, j] = lib.where(skip[..., None], tail, v)
+        r[..., j, j] = lib.where(skip, alpha, beta)
+        tau[..., j] = t
+        if j + 1 < n:   # apply H = I - t w w^T, w = (1, v), to the columns on the right
+            rest = r[..., j:, j + 1:]
+            w = lib.concatenate([lib.ones(v.shape[:-1] + (1,), a.dtype), v], -1)
+            wr = (w[..., :, None] * rest).sum(-2)
+            r[..., j:, j + 1:] = rest - t[..., None, None] * w[..., :, None] * wr[..., None, :]
+    return r.astype(a.dtype, copy=False), tau.astype(a.dtype, copy=False)
 
 
 def orgqr(input, tau):  # noqa: A002

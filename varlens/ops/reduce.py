@@ -24,6 +24,7 @@ from varlens.ops.pointwise import div
 from varlens.ops.compare import isnan
 from varlens.ops.pointwise import where
 from varlens.core.tensor import _size
+from varlens.ops.index import Gather
 from varlens.ops.index import gather
 from varlens.ops.pointwise import _fl, _float_only, maximum, minimum, not_tensor, torch_dtype_name
 from varlens.ops.shape import squeeze
@@ -387,30 +388,77 @@ def _nonempty(x, op):
 from varlens.ops import return_types as _rt  # noqa: E402
 
 
+class MaxAll(Amax):
+    """x.max() with no dim: the overall maximum, the gradient shared evenly among the maximal
+    elements (as Amax).  Its own class only so the node prints as PyTorch's (MaxBackward1;
+    x.amax() is AmaxBackward0)."""
+
+    torch_node_name = "MaxBackward1"
+
+
+class MinAll(Amin):
+    """x.min() with no dim (PyTorch's MinBackward1); see MaxAll."""
+
+    torch_node_name = "MinBackward1"
+
+
+class MaxDim(Gather):
+    """The values of x.max(dim) / x.min(dim) given the indices of the extremes along dim:
+    out = x gathered at ``index`` (kept-dim shape), squeezed unless keepdim.  d/dx = g placed at
+    those indices and 0 elsewhere: the gradient goes to the one index returned, not shared among
+    ties (PyTorch's MaxBackward0 / MinBackward0, one node where a gather and a squeeze were)."""
+
+    torch_node_name = "MaxBackward0"
+
+    def forward(self, x, dim, index, keepdim=False):
+        self.keepdim = keepdim
+        if not x.ndim:            # a 0-d tensor: its own maximum, at index 0
+            self.in_shape = ()
+            return x.copy()
+        out = Gather.forward(self, x, dim, index)
+        return out if keepdim else out.reshape(_drop(x.shape, (dim,)))
+
+    def backward(self, g):
+        if not self.in_shape:
+            return g, None, None
+        if not self.keepdim:
+            g = D.reshape(g, self.index.shape)
+        return Gather.backward(self, g)
+
+
+class MinDim(MaxDim):
+    """The values of x.min(dim) (PyTorch's MinBackward0); see MaxDim."""
+
+    torch_node_name = "MinBackward0"
+
+
 def max(x, dim=None, keepdim=False):  # noqa: A001
     """max(x) is the overall maximum; max(x, dim) returns (values, indices) as in PyTorch.
     max(x, other_tensor) is the elementwise maximum."""
     if isinstance(dim, Tensor):
         return maximum(x, dim)
     if dim is None:
-        return amax(x)
-    return _minmax_dim(x, dim, keepdim, argmax, _rt.max)
+        _nonempty(x, "max")
+        return MaxAll.apply(x, norm_dims(None, x.ndim, "max"), False)
+    return _minmax_dim(x, dim, keepdim, argmax, _rt.max, MaxDim)
 
 
 def min(x, dim=None, keepdim=False):  # noqa: A001
     if isinstance(dim, Tensor):
         return minimum(x, dim)
     if dim is None:
-        return amin(x)
-    return _minmax_dim(x, dim, keepdim, argmin, _rt.min)
+        _nonempty(x, "min")
+        return MinAll.apply(x, norm_dims(None, x.ndim, "min"), False)
+    return _minmax_dim(x, dim, keepdim, argmin, _rt.min, MinDim)
 
 
-def _minmax_dim(x, dim, keepdim, argf, result):
+def _minmax_dim(x, dim, keepdim, argf, result, node):
     _nonempty(x, "max/min")
-    idx = argf(x, dim, keepdim=True)
-    vals = gather(x, dim, idx)
-    if not keepdim:
-        vals, idx = squeeze(vals, dim), squeeze(idx, dim)
+    d = norm_dims(dim, x.ndim, "max/min")[0] if x.ndim else norm_dims(dim, 1, "max/min")[0] * 0
+    idx = argf(x, d, keepdim=True)
+    vals = node.apply(x, d, idx._data, keepdim)
+    if not keepdim and x.ndim:
+        idx = squeeze(idx, d)
     return result(vals, idx)
 
 

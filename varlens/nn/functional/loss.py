@@ -92,6 +92,21 @@ def _pair(input, target, what):
     return target
 
 
+def _fused_pair(input, target):
+    """True when a regression loss can be its single fused node: input and target of one
+    floating-point dtype (other combinations take the composite of small ops, which promotes)."""
+    a, b = input._data.dtype, target._data.dtype
+    return a == b and a.kind == "f"
+
+
+def _no_grad_weight(w, op, name="weight"):
+    """PyTorch's refusal of a class weight that requires grad (binary_cross_entropy(_with_logits)
+    are not differentiable in it)."""
+    if isinstance(w, Tensor) and w.requires_grad:
+        raise RuntimeError(f"The function '{op}' is not differentiable with respect to argument '{name}'. "
+                           f"This input cannot have requires_grad True. ({op}: pass {name}.detach())")
+
+
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """mean((x - y)^2).  Its gradient is 2 (x - y) / n; seed 003 Example 1.6.6 writes z - y,
     the gradient of half the squared error (see docs/conventions.md)."""
@@ -126,6 +141,12 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     if delta <= 0:
         raise ArgRuntimeError(f"huber_loss does not support non-positive values for delta (got delta={delta})")
     target = _pair(input, target, "huber_loss")
+    if _fused_pair(input, target):
+        if weight is None:   # one node, as torch's HuberLossBackward0
+            return _nn_loss_mod.HuberLoss.apply(input, target, reduction=reduction, delta=delta)
+        # with a weight PyTorch multiplies the unreduced node's output, then reduces (Mul, Mean)
+        loss = _nn_loss_mod.HuberLoss.apply(input, target, reduction="none", delta=delta)
+        return _reduce(loss * weight, reduction)
     d = input - target
     ad = _ops.abs(d)
     loss = _ops.where((ad < delta)._data, 0.5 * d * d, delta * (ad - 0.5 * delta))
@@ -141,10 +162,12 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     if beta < 0:
         raise ArgRuntimeError(f"smooth_l1_loss does not support negative values for beta (got beta={beta})")
     target = _pair(input, target, "smooth_l1_loss")
+    if beta == 0:   # L1 (PyTorch then records Mean/Sum over Abs over Sub, as here)
+        return _reduce(_ops.abs(input - target), reduction)
+    if _fused_pair(input, target):   # one node, as torch's SmoothL1LossBackward0
+        return _nn_loss_mod.SmoothL1Loss.apply(input, target, reduction=reduction, beta=beta)
     d = input - target
     ad = _ops.abs(d)
-    if beta == 0:
-        return _reduce(ad, reduction)
     loss = _ops.where((ad < beta)._data, (0.5 / beta) * d * d, ad - 0.5 * beta)
     return _reduce(loss, reduction)
 
@@ -299,10 +322,14 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     if weight is not None:
         _need_tensor(weight, "weight", 3, "binary_cross_entropy", NotATensorError)
     # one op with PyTorch's closed-form gradient, finite at p = 0 and 1 (ops/nn/binary_cross_entropy.py)
-    if weight is not None and tuple(weight.shape) != tuple(input.shape):
-        weight = weight.expand(*input.shape)
-    loss = _BinaryCrossEntropy.apply(input, target, weight)
-    return _reduce(loss, reduction)
+    w = None
+    if weight is not None:
+        _no_grad_weight(weight, "binary_cross_entropy")
+        w = weight._data.astype(x.dtype, copy=False)
+        if tuple(w.shape) != tuple(x.shape):
+            w = B.namespace(w).broadcast_to(w, x.shape)
+    # one node with the reduction folded in, as torch's BinaryCrossEntropyBackward0
+    return _BinaryCrossEntropy.apply(input, target, w, reduction=reduction)
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
@@ -319,10 +346,12 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"binary_cross_entropy_with_logits: target of shape {tuple(target.shape)} must match "
                          f"the input's shape {tuple(input.shape)}")
+    _no_grad_weight(weight, "binary_cross_entropy_with_logits")
+    _no_grad_weight(pos_weight, "binary_cross_entropy_with_logits", "pos_weight")
     w = None if weight is None else _arr(weight).astype(input.dtype, copy=False)
     pw = None if pos_weight is None else _arr(pos_weight).astype(input.dtype, copy=False)
-    loss = _nn_loss_mod.BCEWithLogits.apply(input, target, w, pw)
-    return _reduce(loss, reduction)
+    # one node with the reduction folded in, as torch's BinaryCrossEntropyWithLogitsBackward0
+    return _nn_loss_mod.BCEWithLogits.apply(input, target, w, pw, reduction=reduction)
 
 
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):

@@ -2,6 +2,7 @@
 dL/db = sum of g over the batch (seed 003 eq. 1.6.5); plus the shared BLAS reduction helpers."""
 from __future__ import annotations
 
+from varlens.core import graph_nodes as _graph_nodes
 from varlens.core.function import Function
 from varlens.core import array as B
 from varlens.core.array import xp
@@ -55,6 +56,40 @@ class Linear(Function):
             if n[2] is not None:
                 gb = D.sum(g2, 0)
         return gx, gw, gb
+
+
+    # ---- how the node presents itself to code walking the graph (nothing here computes)
+    def torch_node_name(self):
+        """PyTorch's name of this node: AddmmBackward0 (MmBackward0 without a bias) for a 2-D
+        input; for other ranks the reshape PyTorch puts on top of the matrix product."""
+        return _torch_layout(self)[0]
+
+    @property
+    def next_functions(self):
+        """PyTorch's edges, in its order: addmm's (bias, input, TBackward0 of the weight), under
+        a ViewBackward0 for a 1-D or N-D input (docs/conventions.md, "Graph nodes")."""
+        return _torch_layout(self)[1]
+
+
+def _torch_layout(node):
+    """(name, next_functions) of the nodes PyTorch 2.13 records for F.linear, where varlens has one
+    Linear node: 2-D input: Addmm(bias, x, T(w)) or Mm(x, T(w)); N-D: View(Addmm(bias,
+    View(x), T(w))) or UnsafeView(Mm(View(x), T(w))); 1-D: View(Addmm(bias, View(x), T(w))) or
+    Squeeze(Mm(Unsqueeze(x), T(w))).  The inner nodes are display-only (core/graph_nodes.py)."""
+    nxt = node.next
+    has_bias = len(nxt) > 2 and 2 not in getattr(node, "_nontensor", ())
+    x, w = _graph_nodes.next_function_pairs(nxt[:2])
+    t = (_graph_nodes.display_node("TBackward0", (w,)), 0) if w[0] is not None else w
+    mm = ((_graph_nodes.next_function_pairs(nxt[2:3])[0],) if has_bias else ())
+    nd = len(node._oshape)
+    if nd == 2:
+        return ("AddmmBackward0" if has_bias else "MmBackward0"), mm + (x, t)
+    if x[0] is not None:
+        x = (_graph_nodes.display_node("UnsqueezeBackward0" if nd == 1 and not has_bias else "ViewBackward0",
+                                       (x,)), 0)
+    inner = _graph_nodes.display_node("AddmmBackward0" if has_bias else "MmBackward0", mm + (x, t))
+    top = "ViewBackward0" if has_bias else ("SqueezeBackward4" if nd == 1 else "UnsafeViewBackward0")
+    return top, ((inner, 0),)
 
 
 def _dtype_mismatch(x, w):

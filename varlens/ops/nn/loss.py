@@ -17,6 +17,7 @@ from varlens.ops.reduce import log_softmax
 from varlens.ops.shape import movedim
 from varlens.ops.shape import reshape
 from varlens.ops.activation import softplus
+from varlens.ops.pointwise import clamp
 from varlens.ops.pointwise import exp
 from varlens.core.array import xp
 from varlens.core.array import xp as _np   # the host library (NumPy): the compiled kernels' side
@@ -321,7 +322,7 @@ class BCEWithLogits(Function):
     binary case of seed 001 §3.1's p - y);  d/dy = w [log s(-x) - pw log s(x)].
     """
 
-    def forward(self, x, y, weight=None, pos_weight=None):
+    def forward(self, x, y, weight=None, pos_weight=None, reduction="none"):
         if y.dtype.kind in "biu" or x.dtype.kind in "biu":
             _bce_dtype(x, y)
         xp = self.xp
@@ -333,11 +334,14 @@ class BCEWithLogits(Function):
             out = (1 - y) * x + (1 + (pos_weight - 1) * y) * sp
         if weight is not None:
             out = out * weight
-        return out.astype(xp.result_type(x, y), copy=False)
+        return reduce_loss(self, out.astype(xp.result_type(x, y), copy=False), reduction)
 
     def backward(self, g):
+        """The elementwise derivatives above times g (g / n for 'mean'); built from the saved
+        inputs with operators and primitives, so it records under create_graph."""
         x, y, w, pw = self.saved
         n = self.next
+        g = loss_grad_scale(self, g)
         s = D.sigmoid(x)
         gx = gy = None
         if n[0] is not None:
@@ -484,3 +488,81 @@ class MseLoss(Function):
         gx = (x - y) * (g * scale)
         return gx, -gx
 
+
+# ------------------------------------------------------------------ reductions folded into a loss node
+# PyTorch records F.mse_loss, smooth_l1_loss, huber_loss, binary_cross_entropy(_with_logits) as
+# one node whatever the reduction (MseLossBackward0, ...); these two helpers fold 'mean'/'sum'
+# into such a node's forward and scale the incoming gradient in its backward.
+def reduce_loss(node, out, reduction):
+    """The elementwise loss ``out`` reduced by ``reduction`` ('mean', 'sum' or 'none'); notes on
+    ``node`` what backward needs (the reduction and the number of elements)."""
+    node.reduction = reduction
+    node.n = out.size
+    if reduction == "mean":
+        return node.xp.asarray(out.mean(), dtype=out.dtype)
+    if reduction == "sum":
+        return node.xp.asarray(out.sum(), dtype=out.dtype)
+    return out
+
+
+def loss_grad_scale(node, g):
+    """The cotangent of the elementwise loss, up to broadcasting: g / n for 'mean' (n elements;
+    the derivative of the mean), g itself for 'sum' (each element counts once) and 'none'."""
+    if node.reduction == "mean":
+        return g * (1.0 / node.n if node.n else float("nan"))
+    return g
+
+
+class SmoothL1Loss(Function):
+    """Smooth L1 loss, one node (PyTorch's SmoothL1LossBackward0), for beta > 0:
+    l(d) = d^2 / (2 beta) where |d| < beta, |d| - beta / 2 elsewhere, d = x - y, then reduced.
+
+    dl/dd = d / beta inside and sign(d) outside, i.e. clip(d / beta, -1, 1) (continuous at
+    |d| = beta); d/dx = dl/dd g, d/dy = -d/dx (g / n for 'mean').  Backward recomputes d from
+    the saved inputs with a clamp, whose own derivative (1/beta inside, 0 outside) is the
+    second derivative, so create_graph records it."""
+
+    def forward(self, x, y, reduction="mean", beta=1.0):
+        xp = self.xp
+        self.save_for_backward(x, y)
+        self.beta = beta
+        d = x - y
+        ad = xp.abs(d)
+        out = xp.where(ad < beta, (0.5 / beta) * d * d, ad - 0.5 * beta).astype(d.dtype, copy=False)
+        return reduce_loss(self, out, reduction)
+
+    def backward(self, g):
+        x, y = self.saved
+        u = (x - y) * (1.0 / self.beta)
+        gd = clamp(u, -1.0, 1.0) if isinstance(u, Tensor) else self.xp.clip(u, -1.0, 1.0)
+        gd = gd * loss_grad_scale(self, g)
+        n = self.next
+        return (gd if n[0] is not None else None), (-gd if n[1] is not None else None)
+
+
+class HuberLoss(Function):
+    """Huber loss, one node (PyTorch's HuberLossBackward0), for delta > 0:
+    l(d) = d^2 / 2 where |d| < delta, delta (|d| - delta / 2) elsewhere, d = x - y, then reduced
+    (delta times the smooth L1 loss with beta = delta).
+
+    dl/dd = d inside and delta sign(d) outside, i.e. clip(d, -delta, delta); d/dx = dl/dd g,
+    d/dy = -d/dx (g / n for 'mean').  Built from the saved inputs, so it records for second
+    derivatives (the clamp's derivative: 1 inside, 0 outside)."""
+
+    def forward(self, x, y, reduction="mean", delta=1.0):
+        xp = self.xp
+        self.save_for_backward(x, y)
+        self.delta = delta
+        d = x - y
+        ad = xp.abs(d)
+        out = xp.where(ad < delta, 0.5 * d * d, delta * (ad - 0.5 * delta)).astype(d.dtype, copy=False)
+        return reduce_loss(self, out, reduction)
+
+    def backward(self, g):
+        x, y = self.saved
+        d = x - y
+        dl = self.delta
+        gd = clamp(d, -dl, dl) if isinstance(d, Tensor) else self.xp.clip(d, -dl, dl)
+        gd = gd * loss_grad_scale(self, g)
+        n = self.next
+        return (gd if n[0] is not None else None), (-gd if n[1] is not None else None)

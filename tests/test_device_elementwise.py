@@ -95,7 +95,9 @@ UNARY = {
     "hermite_he": (lambda x: S.hermite_polynomial_he(x, 3), _unit),
     "laguerre_l": (lambda x: S.laguerre_polynomial_l(x, 2), _unit),
     "legendre_p": (lambda x: S.legendre_polynomial_p(x, 4), _unit),
-    "hermite_h": (lambda x: S.hermite_polynomial_h(x, vl.tensor(2).to(x.device)), _unit),
+    # a CPU 0-d degree (as PyTorch allows): a degree on the device is read once, a host sync (CuPy has no
+    # eval_hermite; varlens/special.py), checked in tests/test_device_cupy_api.py
+    "hermite_h": (lambda x: S.hermite_polynomial_h(x, vl.tensor(2)), _unit),
     # comparisons and tests (ops/compare.py)
     "isnan": (vl.isnan, _with_nonfinite), "isinf": (vl.isinf, _with_nonfinite), "isfinite": (vl.isfinite, _with_nonfinite),
     "isposinf": (vl.isposinf, _with_nonfinite), "isneginf": (vl.isneginf, _with_nonfinite),

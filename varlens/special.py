@@ -134,9 +134,52 @@ _NO_GRAD = {  # name: (SciPy function, what it computes)
     "modified_bessel_k1": ("k1", "modified Bessel function of the second kind of order 1"),
     "scaled_modified_bessel_k0": ("k0e", "exponentially scaled e^x K0(x)"),
     "scaled_modified_bessel_k1": ("k1e", "exponentially scaled e^x K1(x)"),
-    "spherical_bessel_j0": (lambda xp, a: _sp("spherical_jn", xp)(0, a), "spherical Bessel function j0 = sin(x)/x"),
-    "airy_ai": (lambda xp, a: _sp("airy", xp)(a)[0], "Airy function Ai"),
+    "spherical_bessel_j0": (lambda xp, a: _sp("spherical_jn", xp)(0, a) if xp is _np else xp.sinc(a / math.pi),
+                            "spherical Bessel function j0 = sin(x)/x"),
+    "airy_ai": (lambda xp, a: _sp("airy", xp)(a)[0] if xp is _np else _airy_ai_device(xp, a), "Airy function Ai"),
 }
+
+
+def _airy_ai_device(xp, a):
+    """Ai(x) on the device, where CuPy (cupyx.scipy.special) has no ``airy``, in float64: for
+    -6.5 <= x <= 2 the Maclaurin series Ai = Ai(0) f - |Ai'(0)| g (f, g the power series in x^3,
+    DLMF 9.4.1); for x > 2 Ai = sqrt(x/3)/pi K_{1/3}(zeta), zeta = 2/3 x^1.5 (DLMF 9.6.1), with
+    K_{1/3}(zeta) = int_0^inf exp(-zeta cosh t) cosh(t/3) dt (DLMF 10.32.9) by the trapezoidal rule,
+    exponentially accurate for this analytic, fast-decaying integrand; for x < -6.5 the asymptotic
+    expansion in zeta (DLMF 9.7.9)."""
+    x = a.astype(_np.float64)
+    with xp.errstate(all="ignore"):
+        xs = xp.clip(x, -6.5, 2.0)
+        x3 = xs * xs * xs
+        t, u = xp.ones_like(xs), xs.copy()
+        f, g = t.copy(), u.copy()
+        for k in range(1, 40):
+            t = t * x3 / ((3 * k - 1) * (3 * k))
+            u = u * x3 / ((3 * k) * (3 * k + 1))
+            f, g = f + t, g + u
+        series = 0.355028053887817239 * f - 0.258819403792806798 * g
+        xp_ = xp.maximum(x, 2.0)
+        z = (2.0 / 3.0) * xp_ * xp.sqrt(xp_)
+        h = 0.3 / xp.sqrt(z)            # the integrand's width is ~ zeta^-1/2; 41 nodes reach zeta(cosh t - 1) > 70
+        kv = 0.5 * xp.ones_like(z)
+        for j in range(1, 41):
+            kv = kv + xp.exp(-z * (xp.cosh(j * h) - 1.0)) * xp.cosh(j * h / 3.0)
+        pos = xp.sqrt(xp_ / 3.0) / math.pi * h * kv * xp.exp(-z)
+        xn = xp.maximum(-x, 6.5)
+        z = (2.0 / 3.0) * xn * xp.sqrt(xn)
+        even, odd, uk, zk = xp.ones_like(z), xp.zeros_like(z), 1.0, xp.ones_like(z)
+        for k in range(1, 25):
+            uk *= (6 * k - 5) * (6 * k - 3) * (6 * k - 1) / ((2 * k - 1) * 216.0 * k)
+            zk = zk * z
+            if k % 2:
+                odd = odd + (uk / zk if k % 4 == 1 else -uk / zk)
+            else:
+                even = even + (-uk / zk if k % 4 == 2 else uk / zk)
+        ph = z + math.pi / 4
+        neg = (xp.sin(ph) * even - xp.cos(ph) * odd) / (math.sqrt(math.pi) * xp.sqrt(xp.sqrt(xn)))
+    return xp.where(x > 2.0, pos, xp.where(x < -6.5, neg, series))
+
+
 globals().update({n: _no_grad(n, fn, what) for n, (fn, what) in _NO_GRAD.items()})
 
 
@@ -145,20 +188,49 @@ def _poly(name, scipy_name):
     def f(input, n):  # noqa: A002
         x = input if isinstance(input, Tensor) else None
         nt = n._data if isinstance(n, Tensor) else _np.asarray(n)
+        nmax = int(_np.max(nt)) if nt.size and nt.__class__ is _np.ndarray else None   # (a host degree: no sync)
         xp = B.namespace(nt) if x is None else B.namespace(x._data, nt)
         nt = xp.asarray(nt)   # (a number's degree: on the input's device)
         if x is None:
             x = Tensor._make(xp.asarray(input, dtype=_np.float32 if nt.dtype.kind != "f" else nt.dtype))
         x = _fl(x)
         nn_ = xp.floor(nt).astype(_np.int64)
-        fn = _sp(scipy_name, xp)
-        with xp.errstate(invalid="ignore"):
-            v = fn(xp.maximum(nn_, 0), x._data)
+        if xp is _np:
+            with xp.errstate(invalid="ignore"):
+                v = _sp(scipy_name, xp)(xp.maximum(nn_, 0), x._data)
+        else:   # CuPy has no eval_* polynomials; a degree given on the device is read once (a sync)
+            v = _poly_recurrence(xp, scipy_name, nn_, x._data, int(xp.max(nn_)) if nmax is None and nn_.size else nmax or 0)
         v = xp.where(nn_ < 0, 0, v)  # negative degree: 0, as PyTorch
         return Tensor._make(xp.asarray(v, dtype=x.dtype))
     f.__name__ = name
     f.__doc__ = f"torch.special.{name}(input, n): no gradient, as PyTorch."
     return f
+
+
+_RECURRENCE = {  # SciPy name: (P_1(x), P_{k+1} from k, x, P_k, P_{k-1}), the three-term recurrences
+    "eval_chebyt": (lambda x: x, lambda k, x, p, q: 2 * x * p - q),
+    "eval_chebyu": (lambda x: 2 * x, lambda k, x, p, q: 2 * x * p - q),
+    "eval_hermite": (lambda x: 2 * x, lambda k, x, p, q: 2 * x * p - 2 * k * q),
+    "eval_hermitenorm": (lambda x: x, lambda k, x, p, q: x * p - k * q),
+    "eval_laguerre": (lambda x: 1 - x, lambda k, x, p, q: ((2 * k + 1 - x) * p - k * q) / (k + 1)),
+    "eval_legendre": (lambda x: x, lambda k, x, p, q: ((2 * k + 1) * x * p - k * q) / (k + 1)),
+}
+
+
+def _poly_recurrence(xp, scipy_name, n, x, nmax):
+    """P_n(x) on the device by its three-term recurrence up to degree ``nmax`` (each element takes
+    the P_k of its own degree k = n; a negative degree is masked by the caller), in float64; the
+    shifted Chebyshev polynomials are T_n(2x - 1), U_n(2x - 1)."""
+    p1, step = _RECURRENCE[scipy_name.replace("_sh_", "_")]
+    x = x.astype(_np.float64)
+    if "_sh_" in scipy_name:
+        x = 2 * x - 1
+    q, p = xp.ones_like(x), p1(x)
+    out = xp.where(n == 0, q, p)
+    for k in range(1, nmax):
+        q, p = p, step(k, x, p, q)
+        out = xp.where(n == k + 1, p, out)
+    return out
 
 
 _POLYS = {"chebyshev_polynomial_t": "eval_chebyt", "chebyshev_polynomial_u": "eval_chebyu",

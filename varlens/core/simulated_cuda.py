@@ -23,7 +23,7 @@ Results keep CuPy's shapes: a full reduction gives a 0-d device array, never a h
   ``special``, the device arrays' methods, the random Generator's methods and the ufuncs' methods
   (``add.at``, ``maximum.accumulate``, ...) are restricted to what CuPy offers (core/cupy_api.py,
   read from CuPy v13's source), and a few NumPy keyword arguments CuPy lacks (``where=``,
-  ``initial=``, ``kind=`` on ``ndarray.argsort``) are refused, so code that needs a NumPy-only
+  ``initial=``, ``kind=`` on ``ndarray.argsort``; core/cupy_api.py's ``KEYWORDS``) are refused, so code that needs a NumPy-only
   name fails here as it would on a GPU.
 
 ``varlens.cuda.simulate()`` makes this library the ``cuda`` device (core/array.py).
@@ -95,11 +95,14 @@ def _wrap(r):
     return r
 
 
-def _device_fn(fn, name, refused=None):
+def _device_fn(fn, name, refused=None, accepted=None):
+    """``fn`` on device arrays; keyword arguments in ``refused``, or outside ``accepted``, raise
+    TypeError as CuPy's function would."""
     def f(*args, **kwargs):
-        if refused is not None and not refused.isdisjoint(kwargs):
-            raise TypeError(f"{name}() got an unexpected keyword argument "
-                            f"{sorted(refused.intersection(kwargs))[0]!r} (simulated: CuPy's {name} lacks it)")
+        if kwargs and ((refused is not None and not refused.isdisjoint(kwargs))
+                       or (accepted is not None and not accepted.issuperset(kwargs))):
+            bad = sorted(set(kwargs) - accepted if accepted is not None else refused.intersection(kwargs))[0]
+            raise TypeError(f"{name}() got an unexpected keyword argument {bad!r} (simulated: CuPy's {name} lacks it)")
         args = [_unwrap(a, name) for a in args]
         kwargs = {k: _unwrap(v, name) for k, v in kwargs.items()}
         return _wrap(fn(*args, **kwargs))
@@ -327,7 +330,8 @@ class _Namespace(types.ModuleType):
         if isinstance(attr, _np.ufunc):
             f = _Ufunc(attr)
         elif callable(attr):
-            f = _device_fn(attr, name, _api.REFUSED_KWARGS.get(name) if self._label == "cupy" else None)
+            key = name if self._label == "cupy" else f"{self._label[5:]}.{name}"
+            f = _device_fn(attr, name, accepted=_api.KEYWORDS.get(key))
         else:
             return attr
         setattr(self, name, f)
@@ -350,6 +354,10 @@ class _Ufunc:
         self.nin, self.nout = uf.nin, uf.nout
 
     def __call__(self, *args, **kwargs):
+        for a in args:
+            if a.__class__ is list or a.__class__ is tuple:   # CuPy's ufuncs take arrays and scalars only
+                raise TypeError(f"Unsupported type {a.__class__} (simulated: CuPy's ufunc {self.__name__} "
+                                "takes no Python sequence; make it an array first)")
         return self.__dict__["__call__"](*args, **kwargs)
 
 

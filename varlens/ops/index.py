@@ -161,7 +161,8 @@ def _t(a):
 
 
 def _full_index(dim, index, xp=xp):
-    idx = list(xp.indices(index.shape, sparse=True))
+    nd = index.ndim   # open grids, as indices(sparse=True), which CuPy lacks
+    idx = [xp.arange(n).reshape((1,) * i + (n,) + (1,) * (nd - i - 1)) for i, n in enumerate(index.shape)]
     idx[dim] = index
     return tuple(idx)
 

@@ -27,6 +27,7 @@ from varlens.ops.return_types import nanmedian as _NanMedian
 from varlens.ops._args import _tensor
 from varlens.ops.pointwise import clone
 from varlens.ops.index import _ns, gather
+from varlens.ops.scan import _running
 from collections import namedtuple
 
 
@@ -216,7 +217,7 @@ def mode(input, dim=-1, keepdim=False):  # noqa: A002
     start = xp.ones(s.shape, bool)
     start[..., 1:] = s[..., 1:] != s[..., :-1]
     ar = xp.arange(n)
-    run_start = xp.maximum.accumulate(xp.where(start, ar, 0), axis=-1)
+    run_start = _running(xp, xp.maximum, xp.where(start, ar, 0))   # (CuPy has no maximum.accumulate)
     count = ar - run_start + 1
     best = xp.take_along_axis(s, xp.argmax(count, -1)[..., None], -1)
     last = n - 1 - xp.argmax(xp.flip(a == best, -1), -1)

@@ -419,6 +419,7 @@ class MaxDim(Gather):
         return out if keepdim else out.reshape(_drop(x.shape, (dim,)))
 
     def backward(self, g):
+        """d/dx: g at the extremes' indices along dim (unsqueezed back first), 0 elsewhere."""
         if not self.in_shape:
             return g, None, None
         if not self.keepdim:

@@ -134,6 +134,20 @@ def cumprod(input, dim, *, dtype=None):  # noqa: A002
     return CumProd.apply(x, _dim(x, dim, "cumprod"))
 
 
+def _running(xp, op, a):
+    """``op.accumulate(a, axis=-1)`` for op = maximum or minimum.  CuPy's ufuncs accumulate only
+    add and multiply, so on the device the running extreme is a log-step scan (Hillis-Steele):
+    ceil(log2 n) elementwise steps, each combining every position with the one 2^j before it
+    (a NaN spreads forward as with accumulate); no host synchronisation."""
+    if xp is B.xp:
+        return op.accumulate(a, axis=-1)
+    out, k, n = a.copy(), 1, a.shape[-1]
+    while k < n:
+        out[..., k:] = op(out[..., k:], out[..., :-k])
+        k *= 2
+    return out
+
+
 def _cum_extreme(input, dim, what, better):
     x = _tensor(input, f"{what}: input")
     xp = B.namespace(x._data)
@@ -143,7 +157,7 @@ def _cum_extreme(input, dim, what, better):
     a = xp.moveaxis(x._data, d, -1)
     n = a.shape[-1]
     better = getattr(xp, better)
-    acc = (xp.maximum if better is xp.greater_equal else xp.minimum).accumulate(a, axis=-1)
+    acc = _running(xp, xp.maximum if better is xp.greater_equal else xp.minimum, a)
     # a position takes over when it is at least as good as the running extreme before it (ties move
     # the index forward, as PyTorch); a NaN takes over and stays the value until the next NaN
     prev = xp.concatenate([a[..., :1], acc[..., :-1]], -1)
@@ -152,7 +166,7 @@ def _cum_extreme(input, dim, what, better):
     with xp.errstate(invalid="ignore"):
         take = nan | (better(a, prev) & ~prev_nan)
     take[..., 0] = True
-    idx = xp.maximum.accumulate(xp.where(take, xp.arange(n), 0), axis=-1)
+    idx = _running(xp, xp.maximum, xp.where(take, xp.arange(n), 0))
     idx = xp.moveaxis(idx, -1, d).astype(DT.int64)
     it = Tensor._make(idx)
     return gather(x, d, it), it

@@ -156,8 +156,9 @@ def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1, *, generator=
     if not hard:
         return y
     idx = ns.expand_dims(ns.argmax(y._data, axis=dim), dim)
-    onehot = ns.zeros_like(y._data)
-    ns.put_along_axis(onehot, idx, 1.0, axis=dim)
+    d = dim % y.ndim
+    pos = ns.arange(y.shape[d]).reshape((-1,) + (1,) * (y.ndim - 1 - d))
+    onehot = (pos == idx).astype(y._data.dtype)   # (CuPy has no put_along_axis)
     return Tensor._make(onehot) - y.detach() + y
 
 

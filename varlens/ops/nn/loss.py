@@ -532,6 +532,7 @@ class SmoothL1Loss(Function):
         return reduce_loss(self, out, reduction)
 
     def backward(self, g):
+        """d/dx = clip((x - y) / beta, -1, 1) g and d/dy = -d/dx (g / n for 'mean')."""
         x, y = self.saved
         u = (x - y) * (1.0 / self.beta)
         gd = clamp(u, -1.0, 1.0) if isinstance(u, Tensor) else self.xp.clip(u, -1.0, 1.0)
@@ -559,6 +560,7 @@ class HuberLoss(Function):
         return reduce_loss(self, out, reduction)
 
     def backward(self, g):
+        """d/dx = clip(x - y, -delta, delta) g and d/dy = -d/dx (g / n for 'mean')."""
         x, y = self.saved
         d = x - y
         dl = self.delta

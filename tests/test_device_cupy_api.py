@@ -174,6 +174,21 @@ def test_every_keyword_varlens_passes_to_a_cupy_function_exists_there():
     assert not bad, "keywords CuPy v13's function does not take (core/cupy_api.py KEYWORDS):\n" + "\n".join(bad)
 
 
+def test_special_functions_looked_up_by_name_exist_in_cupyx():
+    """``_sp("name", xp)`` / ``_scipy_unary(cls, "name", ...)`` look a function up in cupyx.scipy.special
+    on the device; the CPU-only ones (varlens/special.py computes them itself there) are listed."""
+    root = pathlib.Path(vl.__file__).parent
+    cpu_only = {"airy", "spherical_jn"}
+    found = set()
+    for p in (root / "ops" / "special.py", root / "special.py"):
+        text = p.read_text()
+        found |= set(re.findall(r"_sp\(\"(\w+)\"", text)) | set(re.findall(r"_scipy_unary\(\"\w+\", \"(\w+)\"", text))
+    found |= {fn for fn, _ in S._NO_GRAD.values() if isinstance(fn, str)}
+    assert len(found) > 15
+    assert not sorted(found - api.SPECIAL - cpu_only)
+    assert {n.replace("_sh_", "_") for n in S._POLYS.values()} <= set(S._RECURRENCE)
+
+
 # ---------------------------------------------------------------- the device paths CuPy needs
 @pytest.mark.parametrize("n", [1, 2, 7, 8, 13])
 def test_running_extreme_scan_matches_accumulate(n):

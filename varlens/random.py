@@ -33,9 +33,11 @@ def _fresh_seed():
 
 class _DeviceRng:
     """The draws varlens makes, on a device, from that library's ``default_rng`` (CuPy's
-    Generator or the simulator's).  CuPy's Generator offers ``random``, ``standard_normal`` and
-    ``integers``; ``normal``, ``uniform`` and ``permutation`` are built from them here, on the
-    device, so no draw goes through the host."""
+    Generator or the simulator's).  CuPy's Generator offers ``random``, ``standard_normal`` (both
+    float32/float64) and ``integers`` since v9, but no ``normal`` or ``permutation`` (v13) and
+    ``uniform`` only since v12; so ``normal``, ``uniform`` and ``permutation`` are built from the
+    first three here, on the device, and no draw goes through the host.  (The Generator, not the
+    legacy RandomState, because its cuRAND states are a device array that checkpoints can hold.)"""
 
     def __init__(self, xp, seed):
         self.xp = xp

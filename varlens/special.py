@@ -188,7 +188,7 @@ def _poly(name, scipy_name):
     def f(input, n):  # noqa: A002
         x = input if isinstance(input, Tensor) else None
         nt = n._data if isinstance(n, Tensor) else _np.asarray(n)
-        nmax = int(_np.max(nt)) if nt.size and nt.__class__ is _np.ndarray else None   # (a host degree: no sync)
+        host_n = nt if nt.__class__ is _np.ndarray else None
         xp = B.namespace(nt) if x is None else B.namespace(x._data, nt)
         nt = xp.asarray(nt)   # (a number's degree: on the input's device)
         if x is None:
@@ -199,7 +199,9 @@ def _poly(name, scipy_name):
             with xp.errstate(invalid="ignore"):
                 v = _sp(scipy_name, xp)(xp.maximum(nn_, 0), x._data)
         else:   # CuPy has no eval_* polynomials; a degree given on the device is read once (a sync)
-            v = _poly_recurrence(xp, scipy_name, nn_, x._data, int(xp.max(nn_)) if nmax is None and nn_.size else nmax or 0)
+            m = float(_np.floor(host_n).max() if host_n is not None else xp.max(nn_)) if nn_.size else 0.0
+            nmax = int(m) if math.isfinite(m) else 0       # (a host degree: no sync)
+            v = _poly_recurrence(xp, scipy_name, nn_, x._data, nmax)
         v = xp.where(nn_ < 0, 0, v)  # negative degree: 0, as PyTorch
         return Tensor._make(xp.asarray(v, dtype=x.dtype))
     f.__name__ = name

@@ -17,15 +17,14 @@ live on a pretend device.  The numbers are NumPy's; what is simulated is the *bo
   ``tolist()``, ``get()``, ``sim.asnumpy``) is a synchronisation.  Each one is counted in
   ``host_syncs[0]``; inside ``forbid_host_sync()`` it raises ``HostSyncError``, so a training
   step can be checked to run without one (no ``.item()``, boolean-mask indexing, or host copy).
+* **Only CuPy's names.**  The namespace, ``random``, ``linalg``, ``fft``, ``lib.stride_tricks``,
+  ``special``, the device arrays' methods, the random Generator's and RandomState's methods and
+  the ufuncs' methods (``add.at``, ``maximum.accumulate``, ...) are restricted to what CuPy v13
+  offers (core/cupy_api.py, read from CuPy's source); keywords CuPy's functions do not take
+  (``where=``, ``initial=``, ``mode=``, ``kind=`` on ``ndarray.argsort``) and Python lists given
+  to a ufunc raise TypeError, so code that needs a NumPy-only name fails here as on a GPU.
 
 Results keep CuPy's shapes: a full reduction gives a 0-d device array, never a host scalar.
-* **Only CuPy's names.**  The namespace, ``random``, ``linalg``, ``fft``, ``lib.stride_tricks``,
-  ``special``, the device arrays' methods, the random Generator's methods and the ufuncs' methods
-  (``add.at``, ``maximum.accumulate``, ...) are restricted to what CuPy offers (core/cupy_api.py,
-  read from CuPy v13's source), and a few NumPy keyword arguments CuPy lacks (``where=``,
-  ``initial=``, ``kind=`` on ``ndarray.argsort``; core/cupy_api.py's ``KEYWORDS``) are refused, so code that needs a NumPy-only
-  name fails here as it would on a GPU.
-
 ``varlens.cuda.simulate()`` makes this library the ``cuda`` device (core/array.py).
 """
 from __future__ import annotations
@@ -443,13 +442,16 @@ class _Generator:
 
     def __getattr__(self, name):
         if name not in _api.GENERATOR_METHODS:
-            raise AttributeError(f"'cupy.random.Generator' object has no attribute {name!r} (simulated: CuPy lacks it)")
+            raise AttributeError(f"'cupy.random.Generator' object has no attribute {name!r} "
+                                 "(simulated: CuPy lacks it)")
         f = _device_fn(getattr(self._g, name), name)
         if name in ("random", "standard_normal", "uniform"):
             def f(*args, _f=f, dtype=_np.float64, **kwargs):
                 if _np.dtype(dtype).char not in "fd":
                     raise TypeError(f"cupy.random.Generator.{name}: dtype must be float32 or float64, got {dtype}")
-                return _f(*args, **kwargs).astype(dtype, copy=False) if name == "uniform" else _f(*args, dtype=dtype, **kwargs)
+                if name == "uniform":      # (NumPy's uniform has no dtype)
+                    return _f(*args, **kwargs).astype(dtype, copy=False)
+                return _f(*args, dtype=dtype, **kwargs)
         return f
 
 
@@ -463,7 +465,8 @@ class _RandomState:
 
     def __getattr__(self, name):
         if name not in _api.RANDOM_STATE_METHODS:
-            raise AttributeError(f"'cupy.random.RandomState' object has no attribute {name!r} (simulated: CuPy lacks it)")
+            raise AttributeError(f"'cupy.random.RandomState' object has no attribute {name!r} "
+                                 "(simulated: CuPy lacks it)")
         f = _device_fn(getattr(self._r, name), name)
 
         def g(*args, dtype=None, **kwargs):

@@ -58,6 +58,21 @@ def assert_close(a, b, rtol=1e-7, atol=1e-9, what=""):
     np.testing.assert_allclose(an, bn, rtol=rtol, atol=atol, err_msg=what)
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "simulator_only: checks a property of the simulated CUDA library "
+                            "(host-read counts, refused NumPy calls); left out, and listed as deselected, "
+                            "when the suites run on a real GPU (VARLENS_TEST_REAL_CUDA=1)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not REAL_CUDA:
+        return
+    gone = [it for it in items if it.get_closest_marker("simulator_only")]
+    if gone:
+        config.hook.pytest_deselected(items=gone)
+        items[:] = [it for it in items if not it.get_closest_marker("simulator_only")]
+
+
 @pytest.fixture
 def sim_cuda():
     """The simulated CUDA device (varlens/core/simulated_cuda.py) as "cuda" for one test; yields

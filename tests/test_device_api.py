@@ -280,6 +280,7 @@ def test_cuda_queries_on_the_simulated_device(sim_cuda):
     assert vl.device("cuda" if vl.cuda.is_available() else "cpu") == vl.device("cuda")
 
 
+@pytest.mark.simulator_only
 def test_memory_statistics_follow_device_arrays(sim_cuda):
     if getattr(sim_cuda, "real", False):
         pytest.skip("byte-exact figures are the simulator's; CuPy's pool rounds allocations up")
@@ -607,6 +608,7 @@ def fake_cupy():
         R._device_generators.pop(lib, None)
 
 
+@pytest.mark.simulator_only
 def test_cupy_branches_of_the_queries_and_memory_figures(fake_cupy):
     assert vl.cuda.get_device_name() == "Fake GPU" and vl.cuda.get_device_capability() == (9, 0)
     p = vl.cuda.get_device_properties(0)

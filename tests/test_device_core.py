@@ -10,6 +10,7 @@ import varlens as vl
 from conftest import assert_close
 
 
+@pytest.mark.simulator_only
 def test_simulator_refuses_numpy_math(sim_cuda):
     a = sim_cuda.sim.ones(3)
     with pytest.raises(sim_cuda.WrongArrayLibrary, match="numpy.exp"):
@@ -21,6 +22,7 @@ def test_simulator_refuses_numpy_math(sim_cuda):
     assert (np.float32(2) * a).__class__ is sim_cuda.SimArray   # a scalar operand is fine (CuPy too)
 
 
+@pytest.mark.simulator_only
 def test_host_reads_are_counted_and_can_be_forbidden(sim_cuda):
     x = vl.randn(4).cuda()
     before = sim_cuda.host_syncs[0]

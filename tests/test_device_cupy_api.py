@@ -19,6 +19,8 @@ from varlens.core import array as B
 from varlens.core import cupy_api as api
 from varlens.core.simulated_cuda import SimArray, sim
 
+pytestmark = pytest.mark.simulator_only   # tests of the simulator itself
+
 
 def _dev(a):
     return sim.asarray(np.asarray(a))

@@ -251,6 +251,7 @@ def test_integer_and_bool_inputs_on_device(sim_cuda):
         assert_close(v, ref[k].numpy(), rtol=1e-6, atol=1e-7, what=k)
 
 
+@pytest.mark.simulator_only
 def test_integer_division_by_zero_is_not_checked_on_device(sim_cuda):
     """On the CPU an integer division by zero raises (as PyTorch's CPU kernels); on the device the
     check would read the divisor on the host, so it is skipped (PyTorch's CUDA kernels do not

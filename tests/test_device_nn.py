@@ -645,6 +645,7 @@ def test_loss_module_on_device_matches_cpu(name, dtype, sim_cuda):
 
 
 @DTYPES
+@pytest.mark.simulator_only
 def test_ctc_loss_on_device_matches_cpu(dtype, sim_cuda):
     """CTC on the device: the targets and lengths are read on the host once in forward (PyTorch
     takes the lengths as host integers too); the recursion and the whole backward stay on the device."""

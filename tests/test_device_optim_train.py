@@ -209,6 +209,7 @@ def test_clip_grad_norm_on_device(sim_cuda, norm_type):
         np.testing.assert_allclose(_host(d.grad), c.grad._data, rtol=1e-12)
 
 
+@pytest.mark.simulator_only
 def test_clip_grad_nonfinite_and_value_on_device(sim_cuda):
     ps, targets = _problem(DEV)
     _loss_and_grad(ps, targets)
@@ -269,6 +270,7 @@ def test_init_on_device(sim_cuda):
 
 
 # ----------------------------------------------------------------------------- GradScaler
+@pytest.mark.simulator_only
 def test_grad_scaler_on_device(sim_cuda):
     """GradScaler('cuda') is enabled on a device, keeps its state there, unscale_ and update read
     nothing on the host, and step reads one flag; the trajectory equals plain training's, and an
@@ -327,6 +329,7 @@ def _digits_fit(device, log_interval=10, epochs=1, **cfg_over):
     return t, tr, va
 
 
+@pytest.mark.simulator_only
 def test_trainer_fits_digits_on_device_as_on_cpu(sim_cuda):
     """The digits recipe (dropout off: the two devices' random streams differ) trained on the
     device reaches the CPU's losses and accuracies; the loss is read from the device once per
@@ -581,6 +584,7 @@ def test_noise_scale_of_a_device_model(sim_cuda):
     assert d.b_simple == pytest.approx(c.b_simple, rel=1e-9) and d.g2 == pytest.approx(c.g2, rel=1e-9)
 
 
+@pytest.mark.simulator_only
 def test_lens_statistics_of_device_arrays_with_nan_and_inf(sim_cuda):
     """The device reductions count NaN/Inf and leave them out as the CPU's do, with one copy of
     scalars to the host per array."""

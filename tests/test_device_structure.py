@@ -372,6 +372,7 @@ def test_setitem_with_device_index_on_device(sim_cuda):
     np.testing.assert_array_equal(_host(x), want)
 
 
+@pytest.mark.simulator_only
 def test_data_dependent_shapes_sync_once_and_stay_on_device(sim_cuda):
     x = vl.tensor([[1.0, -2.0, 3.0], [0.0, 5.0, -6.0]]).cuda()
     before = sim_cuda.host_syncs[0]

@@ -305,3 +305,163 @@ def test_linear_nodes_on_simulated_device(sim_cuda):
         (("torch::autograd::AccumulateGrad", []), 0),
         (("ViewBackward0", [(("torch::autograd::AccumulateGrad", []), 0)]), 0),
         (("TBackward0", [(("torch::autograd::AccumulateGrad", []), 0)]), 0)]), 0)])
+
+
+# ---------------------------------------------------------------- nll_loss, cross_entropy, soft_margin_loss
+# F.nll_loss is one node (NllLossBackward0; NllLoss2DBackward0 with the views PyTorch adds for
+# other ranks), F.soft_margin_loss one node (SoftMarginLossBackward0), and the one fused
+# CrossEntropy node shows PyTorch's chain (NllLoss -> LogSoftmax -> input; the smoothing and
+# probability-target layouts) through display-only nodes.
+_SHAPES = {1: (5,), 2: (4, 5), 3: (2, 5, 3), 4: (2, 5, 3, 2), 5: (2, 5, 2, 2, 2)}
+
+
+def _cls_arrays(rank, seed=0):
+    r = np.random.default_rng(seed)
+    s = _SHAPES[rank]
+    x = r.standard_normal(s)
+    t = r.integers(0, 5, () if rank == 1 else (s[0],) + s[2:])
+    p = r.uniform(0.1, 1.0, s)
+    p = p / p.sum(axis=0 if rank == 1 else 1, keepdims=True)
+    return x, t, p, r.uniform(0.5, 1.5, 5), np.where(r.random(s) > 0.5, 1.0, -1.0)
+
+
+# name -> (call(M, x, target, reduction, weight), rank, target kind: "idx" class indices, "p" probabilities, "pm" +-1)
+CLS = {f"nll_{k}d": ((lambda M, x, t, r, w: M.nll_loss(x, t, reduction=r)), k, "idx") for k in _SHAPES}
+CLS.update({f"ce_{k}d": ((lambda M, x, t, r, w: M.cross_entropy(x, t, reduction=r)), k, "idx") for k in _SHAPES})
+CLS.update({
+    "nll_weight_ignore": (lambda M, x, t, r, w: M.nll_loss(x, t, weight=w, ignore_index=2, reduction=r), 2, "idx"),
+    "nll_3d_weight_ignore": (lambda M, x, t, r, w: M.nll_loss(x, t, weight=w, ignore_index=1, reduction=r), 3, "idx"),
+    "ce_weight_ignore": (lambda M, x, t, r, w: M.cross_entropy(x, t, weight=w, ignore_index=2, reduction=r), 2, "idx"),
+    "ce_smooth": (lambda M, x, t, r, w: M.cross_entropy(x, t, reduction=r, label_smoothing=0.2), 2, "idx"),
+    "ce_smooth_weight_3d": (lambda M, x, t, r, w: M.cross_entropy(x, t, weight=w, reduction=r, label_smoothing=0.2),
+                            3, "idx"),
+    "ce_probs": (lambda M, x, t, r, w: M.cross_entropy(x, t, reduction=r), 2, "p"),
+    "ce_probs_1d": (lambda M, x, t, r, w: M.cross_entropy(x, t, reduction=r), 1, "p"),
+    "ce_probs_smooth_weight": (lambda M, x, t, r, w: M.cross_entropy(x, t, weight=w, reduction=r,
+                                                                     label_smoothing=0.1), 2, "p"),
+    "soft_margin": (lambda M, x, t, r, w: M.soft_margin_loss(x, t, reduction=r), 2, "pm"),
+    "soft_margin_1d": (lambda M, x, t, r, w: M.soft_margin_loss(x, t, reduction=r), 1, "pm"),
+})
+
+
+def _cls_make(L, name, seed=0, target_grad=False, dtype=np.float64):
+    _, rank, kind = CLS[name]
+    x, t, p, w, pm = _cls_arrays(rank, seed)
+    tgt = {"idx": t, "p": p.astype(dtype), "pm": pm.astype(dtype)}[kind]
+    xt = L.tensor(x.astype(dtype), requires_grad=True)
+    tt = L.tensor(tgt, requires_grad=target_grad and kind == "p")
+    return xt, tt, L.tensor(w.astype(dtype))
+
+
+def _cls_call(L, name, x, t, red, w):
+    return CLS[name][0](F if L is vl else TF, x, t, red, w)
+
+
+@pytest.mark.parametrize("red", RED)
+@pytest.mark.parametrize("name", list(CLS))
+def test_class_loss_graph_matches_torch(name, red):
+    """Node names and next_functions as PyTorch 2.13's, every reduction and rank."""
+    tg = CLS[name][2] == "p"
+    v = _cls_call(vl, name, *_cls_make(vl, name)[:2], red, _cls_make(vl, name)[2])
+    t = _cls_call(torch, name, *_cls_make(torch, name)[:2], red, _cls_make(torch, name)[2])
+    assert tree(v.grad_fn, 9) == tree(t.grad_fn, 9)
+    assert f"grad_fn=<{t.grad_fn.name()}>" in repr(v)
+    if tg:   # a probability target that requires grad is an edge too
+        v = _cls_call(vl, name, *_cls_make(vl, name, target_grad=True)[:2], red, _cls_make(vl, name)[2])
+        t = _cls_call(torch, name, *_cls_make(torch, name, target_grad=True)[:2], red, _cls_make(torch, name)[2])
+        if "smooth" not in name:   # (smoothing of a target with grad adds nodes varlens does not show)
+            assert tree(v.grad_fn, 9) == tree(t.grad_fn, 9)
+
+
+def test_nll_and_soft_margin_are_single_nodes():
+    x = vl.randn(4, 5, requires_grad=True)
+    for loss in (F.nll_loss(x, vl.tensor([0, 1, 2, 3])), F.soft_margin_loss(x, vl.ones(4, 5))):
+        (n, i), = loss.grad_fn.next_functions
+        assert n.variable is x and i == 0
+    with pytest.raises(RuntimeError, match="not differentiable with respect to argument 'target'"):
+        F.soft_margin_loss(x, vl.ones(4, 5, requires_grad=True))
+
+
+@pytest.mark.parametrize("red", RED)
+@pytest.mark.parametrize("name", list(CLS))
+def test_class_loss_values_gradients_and_second_derivatives_match_torch(name, red):
+    tg = CLS[name][2] == "p"
+    vx, vt, vw = _cls_make(vl, name, 1, tg)
+    tx, tt, tw = _cls_make(torch, name, 1, tg)
+    v, t = _cls_call(vl, name, vx, vt, red, vw), _cls_call(torch, name, tx, tt, red, tw)
+    assert_close(v, t, 1e-12, 1e-12, "value")
+    assert v.dtype == vl.float64 and tuple(v.shape) == tuple(t.shape)
+    gw = np.random.default_rng(5).standard_normal(tuple(t.shape))
+    vin, tin = ((vx, vt), (tx, tt)) if tg else ((vx,), (tx,))
+    vg = vl.autograd.grad((v * vl.tensor(gw)).sum(), vin, create_graph=True)
+    tg_ = torch.autograd.grad((t * torch.tensor(gw)).sum(), tin, create_graph=True)
+    for a, b in zip(vg, tg_):
+        assert_close(a, b, 1e-10, 1e-12, "first derivative")
+    r = np.random.default_rng(6)
+    ws = [r.standard_normal(tuple(a.shape)) for a in vin]
+    vs = sum((a * vl.tensor(w)).sum() for a, w in zip(vg, ws))
+    ts = sum((a * torch.tensor(w)).sum() for a, w in zip(tg_, ws))
+    # (nll's gradient does not depend on its input: PyTorch records a zero second derivative there,
+    # varlens none)
+    vh = vl.autograd.grad(vs, vin, allow_unused=True) if vs.requires_grad else (None,) * len(vin)
+    th = torch.autograd.grad(ts, tin, allow_unused=True) if ts.requires_grad else (None,) * len(tin)
+    for a, b in zip(vh, th):
+        a = np.zeros(tuple(vin[0].shape)) if a is None else _host(a._data)
+        b = np.zeros(tuple(vin[0].shape)) if b is None else b.detach().numpy()
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11, err_msg="second derivative")
+
+
+@pytest.mark.parametrize("red", RED)
+@pytest.mark.parametrize("name", ["nll_2d", "nll_3d_weight_ignore", "nll_1d", "soft_margin", "ce_4d",
+                                  "ce_smooth_weight_3d", "ce_probs"])
+def test_class_loss_gradcheck_and_gradgradcheck_float64(name, red):
+    x, t, w = _cls_make(vl, name, 3)
+    fn = lambda u: _cls_call(vl, name, u, t, red, w)   # noqa: E731
+    assert gradcheck(fn, (x,))
+    assert gradgradcheck(fn, (x,))
+
+
+def test_nll_every_target_ignored_is_nan_with_zero_gradient_as_torch():
+    for M, L in ((F, vl), (TF, torch)):
+        x = L.tensor(np.ones((2, 3)), requires_grad=True)
+        loss = M.nll_loss(x, L.tensor([1, 1]), ignore_index=1)
+        loss.backward()
+        assert np.isnan(float(loss)) and np.all(x.grad.numpy() == 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("red", RED)
+@pytest.mark.parametrize("name", list(CLS))
+def test_class_loss_on_simulated_device(name, red, dtype, sim_cuda):
+    """On cuda:0: same node names, result and input gradient equal to the CPU's, no host read in
+    forward or backward."""
+    outs = []
+    for dev in (False, True):
+        x, t, w = _cls_make(vl, name, 2, dtype=dtype)
+        if dev:
+            x, t, w = x.detach().cuda().requires_grad_(True), t.cuda(), w.cuda()
+        with sim_cuda.forbid_host_sync() if dev else _nullctx():
+            loss = _cls_call(vl, name, x, t, red, w)
+            (loss * loss).sum().backward()
+        outs.append((loss, x.grad))
+    (cl, cg), (dl, dg) = outs
+    assert dl.is_cuda and dg.is_cuda and dl.dtype == cl.dtype
+    assert tree(dl.grad_fn, 9) == tree(cl.grad_fn, 9)
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(_host(dl._data), _host(cl._data), err_msg="loss", **tol)
+    np.testing.assert_allclose(_host(dg._data), _host(cg._data), err_msg="d/dinput", **tol)
+
+
+def test_nll_and_soft_margin_second_derivative_on_simulated_device(sim_cuda):
+    for name in ("ce_3d", "soft_margin", "ce_smooth", "ce_probs"):
+        res = []
+        for dev in (False, True):
+            x, t, w = _cls_make(vl, name, 4)
+            if dev:
+                x, t, w = x.detach().cuda().requires_grad_(True), t.cuda(), w.cuda()
+            with sim_cuda.forbid_host_sync() if dev else _nullctx():
+                g, = vl.autograd.grad(_cls_call(vl, name, x, t, "mean", w), (x,), create_graph=True)
+                h, = vl.autograd.grad((g * g).sum() + g.sum(), (x,), allow_unused=True)
+            res.append(h)
+        assert res[1].is_cuda
+        np.testing.assert_allclose(_host(res[1]._data), _host(res[0]._data), rtol=1e-12, atol=1e-12, err_msg=name)

@@ -264,36 +264,16 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     host = tgt.__class__ is _HOST
     if host:   # (a host read: CPU only, as cross_entropy's)
         _nn_loss_mod.cross_entropy_check(tgt, C, ignore_index, "nll_loss")
-    ns = xp if host else B.namespace(tgt)
-    x = input if input.ndim > 1 else _ops.reshape(input, (1, C))
-    t = tgt if input.ndim > 1 else tgt.reshape(1)
-    valid = t != ignore_index
-    tt = ns.where(valid, t, 0)
-    picked = _ops.squeeze(_ops.gather(x, 1, Tensor._make(tt[:, None])), 1)
     if weight is not None:
         _need_tensor(weight, "weight", 3, "nll_loss")
         if weight._data.shape != (C,):
             raise ArgRuntimeError(f"weight tensor should be defined either for all {C} classes or no classes but got "
                                   f"weight tensor of shape: {list(weight._data.shape)} (nll_loss: weight must have "
                                   f"shape ({C},), one per class)")
-    w = ns.ones(C, dtype=input.dtype) if weight is None else _arr(weight).astype(input.dtype)
-    wy = (w[tt] * valid).astype(input.dtype)
-    loss = -picked * Tensor._make(wy)
-    if reduction == "mean" and not host:
-        # the denominator stays on the device: 1/d where d != 0; NaN loss and zero gradient where
-        # every target is ignored (PyTorch's result), without reading d on the host
-        d = wy.sum()
-        nz = d != 0
-        inv = Tensor._make((1.0 / ns.where(nz, d, 1) * nz).astype(input.dtype))
-        return _ops.sum(loss) * inv + Tensor._make(ns.where(nz, 0.0, ns.nan).astype(input.dtype))
-    if reduction == "mean":
-        d = float(wy.sum())
-        if d == 0:  # every target ignored: loss NaN and gradient 0, as PyTorch (no 0/0 warning)
-            return _ops.sum(loss) * 0.0 + float("nan")
-        return _ops.sum(loss) / d
-    if reduction == "sum":
-        return _ops.sum(loss)
-    return loss if input.ndim > 1 else _ops.reshape(loss, ())
+    w = None if weight is None else _arr(weight).astype(input.dtype, copy=False)
+    t = tgt if input.ndim > 1 else tgt.reshape(())
+    # one node, as torch's NllLossBackward0 / NllLoss2DBackward0 (ops/nn/loss.py)
+    return _nn_loss_mod.NllLoss.apply(input, t, weight=w, ignore_index=ignore_index, reduction=reduction)
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
@@ -494,6 +474,12 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     r = _red(size_average, reduce, reduction, op)
     _loss_tensors(op, (input, "input"), (target, "target"))
     _same(input, target, op)
+    if isinstance(target, Tensor) and target.requires_grad:
+        raise RuntimeError("The function 'soft_margin_loss' is not differentiable with respect to argument "
+                           "'target'. This input cannot have requires_grad True. (soft_margin_loss: pass "
+                           "target.detach())")
+    if input._data.dtype.kind == "f":   # one node, as torch's SoftMarginLossBackward0
+        return _nn_loss_mod.SoftMarginLoss.apply(input, target._data, reduction=r)
     return _reduce(_ops.softplus(-target * input), r)
 
 

@@ -4,6 +4,7 @@ Function whose backward is the closed form (softmax minus one-hot for cross-entr
 sigmoid minus target for BCE), with a ``composite`` for second derivatives."""
 from __future__ import annotations
 from varlens.core import array as B
+from varlens.core import graph_nodes as _graph_nodes
 from varlens.core import primitives as D
 from varlens.core.function import Function
 from varlens.ops.kernels import rows as _KR
@@ -14,6 +15,7 @@ from varlens.ops.nn.linear import _ndarray
 from varlens.ops.reduce import sum as _reduce_sum
 from varlens.ops.nn.norm import _to_rows
 from varlens.ops.reduce import log_softmax
+from varlens.ops.index import gather
 from varlens.ops.shape import movedim
 from varlens.ops.shape import reshape
 from varlens.ops.activation import softplus
@@ -122,6 +124,7 @@ class CrossEntropy(Function):
         return loss.reshape(self.tshape if not probs else _row_shape(z.shape))
 
     fast = False
+    weight, eps, probs = None, 0.0, False   # (the fast paths set none of them)
 
     def _forward_device(self, xp, z, z2, target, weight, ignore_index, eps, reduction, probs):
         """The general path on the device: softmax rows, the target distribution's loss, and a
@@ -213,6 +216,18 @@ class CrossEntropy(Function):
                 gz = a[:, None] * p
             gz[xp.arange(M), self.tt] -= a
         return _from_rows(gz, self.zshape), gt
+
+    # ---- how the node presents itself to code walking the graph (nothing here computes)
+    def torch_node_name(self):
+        """PyTorch's name of the top node F.cross_entropy records (NllLossBackward0 for class
+        indices without smoothing); see _ce_layout."""
+        return _ce_layout(self)[0]
+
+    @property
+    def next_functions(self):
+        """PyTorch's edges below that node: NllLoss -> LogSoftmax -> input, and so on
+        (_ce_layout; docs/conventions.md, "Graph nodes")."""
+        return _ce_layout(self)[1]
 
     @staticmethod
     def composite(z, target, weight=None, ignore_index=-100, label_smoothing=0.0,
@@ -568,3 +583,177 @@ class HuberLoss(Function):
         gd = gd * loss_grad_scale(self, g)
         n = self.next
         return (gd if n[0] is not None else None), (-gd if n[1] is not None else None)
+
+
+# ------------------------------------------------------------------ negative log-likelihood
+def _nll_rows(x):
+    """Log-probabilities (C,) / (N, C) / (N, C, d1, ...) as rows (M, C)."""
+    return x.reshape(1, -1) if x.ndim == 1 else _to_rows(x)
+
+
+class NllLoss(Function):
+    """Negative log-likelihood of class indices, one node (PyTorch's NllLossBackward0, or
+    NllLoss2DBackward0 for inputs with spatial dimensions): row i's loss is -w[t_i] x[i, t_i]
+    (0 where t_i == ignore_index), then summed, or divided by the summed weights of the counted
+    targets for 'mean' (NaN when there are none, with a zero gradient, as PyTorch).
+
+    The loss is linear in x: d/dx[i, c] = -w[t_i] g_i where c == t_i and 0 elsewhere
+    (g_i = g / denominator for 'mean'); it does not depend on x, so the second derivative with
+    respect to x is zero; double backward (linear in g) goes through ``composite``."""
+
+    differentiable_backward = False
+
+    def forward(self, x, target, weight=None, ignore_index=-100, reduction="mean"):
+        xp = self.xp
+        x2 = _nll_rows(x)
+        M, C = x2.shape
+        t = target.reshape(-1)
+        valid = t != ignore_index
+        tt = xp.where(valid, t, 0)
+        wy = (weight[tt] * valid if weight is not None else valid).astype(x.dtype, copy=False)
+        loss = -xp.take_along_axis(x2, tt[:, None], axis=1)[:, 0] * wy
+        self.tt, self.wy, self.xshape, self.reduction = tt, wy, x.shape, reduction
+        if reduction == "mean":
+            d = wy.sum()
+            if xp is _np:   # (a host read: the CPU path only)
+                d = float(d)
+                self.inv = 1.0 / d if d else 0.0
+                return xp.asarray(loss.sum() / d if d else xp.nan, dtype=x.dtype)
+            nz = d != 0
+            self.inv = (1.0 / xp.where(nz, d, 1) * nz).astype(x.dtype)   # 0 when every target is ignored
+            with xp.errstate(invalid="ignore", divide="ignore"):
+                return (loss.sum() / d).astype(x.dtype)
+        if reduction == "sum":
+            return xp.asarray(loss.sum(), dtype=x.dtype)
+        return loss.reshape(target.shape)
+
+    def backward(self, g):
+        """d/dx: -w[t_i] g_i at (i, t_i), zero elsewhere (g_i = g times 1/denominator for 'mean')."""
+        xp = self.xp
+        tt, wy = self.tt, self.wy
+        M = tt.shape[0]
+        shape = self.xshape
+        C = shape[1] if len(shape) > 1 else shape[0]
+        if self.reduction == "none":
+            gi = g.reshape(-1) * wy
+        else:
+            gi = (g * self.inv if self.reduction == "mean" else g) * wy
+        gz = xp.zeros((M, C), dtype=wy.dtype)
+        gz[xp.arange(M), tt] = -gi
+        if len(shape) == 1:
+            return gz.reshape(shape), None
+        return (gz if len(shape) == 2 else _from_rows(gz, shape)), None
+
+    @staticmethod
+    def composite(x, target, weight=None, ignore_index=-100, reduction="mean"):
+        xr = x
+        if x.ndim == 1:
+            xr = reshape(x, (1, -1))
+        elif x.ndim > 2:
+            xr = reshape(movedim(x, 1, -1), (-1, x.shape[1]))
+        t = target._data.reshape(-1) if hasattr(target, "_data") else target.reshape(-1)
+        ns = B.namespace(t)
+        valid = t != ignore_index
+        tt = ns.where(valid, t, 0)
+        wy = (weight[tt] * valid if weight is not None else valid).astype(xr.dtype)
+        picked = reshape(gather(xr, 1, Tensor._make(tt[:, None])), (-1,))
+        loss = -picked * Tensor._make(wy)
+        if reduction == "mean":
+            d = wy.sum()
+            nz = d != 0
+            inv = (1.0 / ns.where(nz, d, 1) * nz).astype(xr.dtype)
+            nan = ns.where(nz, 0.0, ns.nan).astype(xr.dtype)
+            return _reduce_sum(loss) * Tensor._make(inv) + Tensor._make(nan)
+        if reduction == "sum":
+            return _reduce_sum(loss)
+        return reshape(loss, tuple(target.shape))
+
+    # ---- how the node presents itself to code walking the graph (nothing here computes)
+    def torch_node_name(self):
+        """NllLossBackward0 for a (C,) or (N, C) input, NllLoss2DBackward0 for (N, C, H, W); for
+        other ranks PyTorch views the input as 4-D, and views a 'none' result back on top."""
+        return _nll_layout(self, _graph_nodes.next_function_pairs(self.next[:1])[0])[0]
+
+    @property
+    def next_functions(self):
+        return _nll_layout(self, _graph_nodes.next_function_pairs(self.next[:1])[0])[1]
+
+
+def _nll_layout(node, x, nd=None, reduction=None):
+    """(name, next_functions) of PyTorch 2.13's nodes for nll_loss on an nd-D input whose edge is
+    ``x``: NllLoss(x) for 1-D/2-D, NllLoss2D(x) for 4-D, NllLoss2D(View(x)) for 3-D and 5-D and
+    up, under a View for reduction='none' there."""
+    nd = len(node.xshape) if nd is None else nd
+    reduction = node.reduction if reduction is None else reduction
+    if nd <= 2:
+        return "NllLossBackward0", (x,)
+    if nd == 4:
+        return "NllLoss2DBackward0", (x,)
+    if x[0] is not None:
+        x = (_graph_nodes.display_node("ViewBackward0", (x,)), 0)
+    if reduction != "none":
+        return "NllLoss2DBackward0", (x,)
+    return "ViewBackward0", ((_graph_nodes.display_node("NllLoss2DBackward0", (x,)), 0),)
+
+
+def _ce_layout(node):
+    """(name, next_functions) of PyTorch 2.13's nodes for F.cross_entropy, where varlens records the
+    one fused CrossEntropy node: log_softmax then nll_loss for class indices; with label smoothing
+    (1 - eps) * nll + eps * (smoothing term), each under a MulBackward1, added; for probability
+    targets -sum(log_softmax(x) [* weight] * target), divided by N for 'mean'.  The inner nodes
+    are display-only (core/graph_nodes.py) and pass no gradient."""
+    dn = _graph_nodes.display_node
+    x, t = _graph_nodes.next_function_pairs(node.next[:2])
+    ls = (dn("LogSoftmaxBackward0", (x,)), 0) if x[0] is not None else x
+    red = node.reduction
+    nd = len(node.zshape)
+    if node.probs:
+        tedge = t if 1 not in getattr(node, "_nontensor", ()) else (None, 0)
+        lw = ls
+        if node.weight is not None and ls[0] is not None:
+            lw = (dn("MulBackward0", (ls, (None, 0))), 0)
+        mul = (dn("MulBackward0", (lw, tedge)), 0)
+        s = (dn("SumBackward1" if red == "none" else "SumBackward0", (mul,)), 0)
+        if red == "mean":
+            return "DivBackward1", ((dn("NegBackward0", (s,)), 0),)
+        return "NegBackward0", (s,)
+    name, nxt = _nll_layout(node, ls, nd, red)
+    if not node.eps:
+        return name, nxt
+    lw = ls
+    if node.weight is not None and ls[0] is not None:
+        lw = (dn("MulBackward0", (ls, (None, 0))), 0)
+    smooth = (dn("MaskedFillBackward0", ((dn("NegBackward0", ((dn("SumBackward1", (lw,)), 0),)), 0),)), 0)
+    if red != "none":
+        smooth = (dn("SumBackward0", (smooth,)), 0)
+        if red == "mean":
+            smooth = (dn("DivBackward0", (smooth, (None, 0))), 0)
+    nll = (dn(name, nxt), 0)
+    return "AddBackward0", ((dn("MulBackward1", (nll,)), 0), (dn("MulBackward1", (smooth,)), 0))
+
+
+class SoftMarginLoss(Function):
+    """Soft margin loss, one node (PyTorch's SoftMarginLossBackward0): l = log(1 + e^(-y x))
+    elementwise (computed as max(z, 0) + log(1 + e^-|z|), z = -y x, without overflow), then
+    reduced.
+
+    d/dx = -y sigmoid(-y x) g (g / n for 'mean'); PyTorch defines no derivative for the target
+    (functional refuses a target that requires grad).  Backward is built from the saved inputs
+    with operators and primitives, so it records for second derivatives
+    (d2/dx2 = y^2 s (1 - s), s = sigmoid(-y x))."""
+
+    def forward(self, x, y, reduction="mean"):
+        xp = self.xp
+        self.save_for_backward(x, y)
+        z = -(y * x)
+        out = xp.maximum(z, 0) + xp.log1p(xp.exp(-xp.abs(z)))
+        return reduce_loss(self, out.astype(x.dtype, copy=False), reduction)
+
+    def backward(self, g):
+        """d/dx = -y sigmoid(-y x) g (g / n for 'mean')."""
+        x, y = self.saved
+        gx = (-y) * D.sigmoid(-(y * x))
+        gx = gx * loss_grad_scale(self, g)
+        if hasattr(gx, "astype"):
+            gx = gx.astype(x.dtype, copy=False)
+        return gx, None

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import varlens as vl
+from conftest import assert_close
 from varlens.core import array as B
 
 DEV = "cuda"
@@ -643,3 +644,26 @@ def test_spectral_norm_and_bn_fusion_on_device(sim_cuda):
     fused = nn.utils.fuse_conv_bn_eval(conv, bn)
     assert B.is_device_array(fused.weight._data) and B.is_device_array(fused.bias._data)
     np.testing.assert_allclose(_host(fused(xc.to(DEV))), ref, rtol=1e-10, atol=1e-12)
+
+
+def test_grad_scaler_for_cuda_with_a_cpu_loss_keeps_the_scale_on_the_host(sim_cuda):
+    """nanoGPT's pattern: the scaler is made for CUDA (enabled because cuda.is_available()), the
+    model trains on the CPU.  PyTorch makes the scale on the loss's device at the first scale();
+    so does varlens, and the step equals an unscaled step."""
+    vl.manual_seed(0)
+    m = vl.nn.Linear(4, 1).double()
+    ref = vl.nn.Linear(4, 1).double()
+    ref.load_state_dict(m.state_dict())
+    x, y = vl.randn(8, 4, dtype=vl.float64), vl.randn(8, 1, dtype=vl.float64)
+    scaler = vl.cuda.amp.GradScaler(enabled=True)
+    opt, opt_ref = vl.optim.SGD(m.parameters(), 0.1), vl.optim.SGD(ref.parameters(), 0.1)
+    for _ in range(3):
+        opt.zero_grad()
+        scaler.scale(((m(x) - y) ** 2).mean()).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt_ref.zero_grad()
+        ((ref(x) - y) ** 2).mean().backward()
+        opt_ref.step()
+    assert scaler.get_scale() == 2.0 ** 16 and not m.weight.is_cuda
+    assert_close(m.weight, ref.weight, rtol=1e-12, atol=1e-14)

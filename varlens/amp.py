@@ -113,10 +113,20 @@ class GradScaler:
             return outputs
         if isinstance(outputs, (list, tuple)):
             return type(outputs)(self.scale(o) for o in outputs)
+        if self._xp is not None and not B.is_device_array(outputs._data):
+            self._keep_on_host()
         if self._xp is not None:
             from varlens.core.tensor import Tensor
             return outputs * Tensor._make(self._scale.astype(outputs._data.dtype))
         return outputs * self._scale
+
+    def _keep_on_host(self):
+        """The loss is on the CPU although the scaler was made for CUDA (a script that picks its
+        dtype from cuda.is_available() but trains on the CPU): PyTorch makes the scale on the
+        outputs' device at the first scale(), so the bookkeeping moves to the host here (read once)."""
+        self._scale = float(B.to_host(self._scale))
+        self._growth_tracker = int(B.to_host(self._growth_tracker))
+        self._xp = None
 
     def unscale_(self, optimizer):
         """Divide the gradients of ``optimizer``'s parameters by the scale (once per step)."""

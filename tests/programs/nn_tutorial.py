@@ -192,7 +192,7 @@ class Lambda(nn.Module):
 
 
 def preprocess(x, y):
-    return x.view(-1, 1, 28, 28), y
+    return x.view(-1, 1, 28, 28).to(dev), y.to(dev)
 
 
 class WrappedDataLoader:

@@ -9,6 +9,7 @@ run unchanged, exactly as a user who aliased the package would run it.  With ``t
 runs on PyTorch.  The program is executed as ``__main__`` (its ``if __name__ == '__main__'`` block runs).
 """
 import importlib
+import os
 import importlib.abc
 import importlib.util
 import runpy
@@ -44,6 +45,10 @@ def main(argv):
     program = argv[2]
     sys.argv = [program] + argv[3:]
     runpy.run_path(program, run_name="__main__")
+    if argv[1] == "varlens" and os.environ.get("VARLENS_SIMULATED_CUDA"):
+        # how much the program put on the simulated CUDA device (tests/test_device_programs.py)
+        from varlens.core import simulated_cuda
+        print(f"device_peak_bytes: {simulated_cuda.allocated[1]}")
 
 
 if __name__ == "__main__":

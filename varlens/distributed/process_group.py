@@ -230,7 +230,7 @@ def _install_abort_hook():
             g = _world.group
             sys.stderr.write(f"varlens.distributed: rank {g.comm.Get_rank()} of {g.size()} failed with "
                              f"{etype.__name__}: {value}; aborting every rank of the job (MPI Abort)\n")
-            sys.stderr.flush()
+            _flush_before_abort()
             g.comm.Abort(1)
     sys.excepthook = _abort
 
@@ -240,8 +240,21 @@ def abort(message, errorcode=1):
     g = _world.group
     r = g.comm.Get_rank() if g is not None else 0
     sys.stderr.write(f"varlens.distributed: rank {r}: {message}; aborting every rank of the job (MPI Abort)\n")
-    sys.stderr.flush()
+    _flush_before_abort()
     (g.comm if g is not None else _mpi().COMM_WORLD).Abort(errorcode)
+
+
+def _flush_before_abort():
+    """Flush both streams and give the launcher a moment to forward them: MPICH's launcher relays
+    a rank's output asynchronously, and an immediate Abort could drop the message that names the
+    failing rank (seen about once in ten jobs)."""
+    import time
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed stream must not stop the abort
+            pass
+    time.sleep(0.2)
 
 
 def destroy_process_group(group=None):

@@ -230,16 +230,19 @@ class _PeakHook:
         return cls.hook
 
 
-def memory_allocated(device=None):
-    """Bytes held by live device arrays: CuPy's default pool's used bytes; on the simulator, the
-    bytes of live simulated arrays; 0 without CUDA."""
+def _memory_figure(device, what, simulated, cupy):
+    """A memory statistic: 0 without CUDA, ``simulated()`` on the simulator, ``cupy(lib)`` on CuPy."""
     lib = _B.cuda_namespace(required=False)
     if lib is None:
         return 0
-    _index(device, "memory_allocated")
-    if _simulated(lib):
-        return _sim.allocated[0]
-    return lib.get_default_memory_pool().used_bytes()
+    _index(device, what)
+    return simulated() if _simulated(lib) else cupy(lib)
+
+
+def memory_allocated(device=None):
+    """Bytes held by live device arrays: CuPy's default pool's used bytes; on the simulator, the
+    bytes of live simulated arrays; 0 without CUDA."""
+    return _memory_figure(device, "memory_allocated", lambda: _sim.allocated[0], lambda lib: lib.get_default_memory_pool().used_bytes())
 
 
 def max_memory_allocated(device=None):
@@ -258,13 +261,7 @@ def max_memory_allocated(device=None):
 def memory_reserved(device=None):
     """Bytes the allocator holds from the driver (CuPy's pool's total); on the simulator the
     allocated bytes (it caches nothing); 0 without CUDA."""
-    lib = _B.cuda_namespace(required=False)
-    if lib is None:
-        return 0
-    _index(device, "memory_reserved")
-    if _simulated(lib):
-        return _sim.allocated[0]
-    return lib.get_default_memory_pool().total_bytes()
+    return _memory_figure(device, "memory_reserved", lambda: _sim.allocated[0], lambda lib: lib.get_default_memory_pool().total_bytes())
 
 
 def max_memory_reserved(device=None):

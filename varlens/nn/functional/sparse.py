@@ -92,12 +92,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         flat = idx.reshape(-1)
         ends = starts + n
     elif idx.ndim == 1:
-        if offsets is None:
-            raise ValueError(f"{op}: offsets has to be a 1D Tensor but got None")
-        off = offsets._data if isinstance(offsets, Tensor) else xp.asarray(offsets)
-        if off.ndim != 1:
-            raise ValueError(f"{op}: offsets has to be a 1D Tensor, got shape {off.shape}")
-        off = off.astype(xp.int64)
+        off = _bag_offsets(offsets, xp, op)
         flat = idx
         if include_last_offset:
             starts, ends = off[:-1], off[1:]
@@ -144,6 +139,16 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     return _ops.index_add(zeros, 0, Tensor._make(bag), emb)
 
 
+def _bag_offsets(offsets, xp, op):
+    """embedding_bag's 1-D ``offsets`` as an int64 array of library ``xp`` (checked)."""
+    if offsets is None:
+        raise ValueError(f"{op}: offsets has to be a 1D Tensor but got None")
+    off = offsets._data if isinstance(offsets, Tensor) else xp.asarray(offsets)
+    if off.ndim != 1:
+        raise ValueError(f"{op}: offsets has to be a 1D Tensor, got shape {off.shape}")
+    return off.astype(xp.int64)
+
+
 def _embedding_bag_device(idx, weight, offsets, max_norm, norm_type, mode, per_sample_weights,
                           include_last_offset, padding_idx, op):
     """embedding_bag with the indices on the device.  A 2-D input (fixed-size bags) is a lookup and a
@@ -176,12 +181,7 @@ def _embedding_bag_device(idx, weight, offsets, max_norm, norm_type, mode, per_s
         return _ops.sum(emb * Tensor._make(w[:, :, None]), 1)
     if idx.ndim != 1:
         raise ValueError(f"{op}: input has to be 1D or 2D Tensor, but got Tensor of dimension {idx.ndim}")
-    if offsets is None:
-        raise ValueError(f"{op}: offsets has to be a 1D Tensor but got None")
-    off = offsets._data if isinstance(offsets, Tensor) else ns.asarray(offsets)
-    if off.ndim != 1:
-        raise ValueError(f"{op}: offsets has to be a 1D Tensor, got shape {off.shape}")
-    off = off.astype(xp.int64)
+    off = _bag_offsets(offsets, ns, op)
     L = idx.size
     starts = off[:-1] if include_last_offset else off
     nb = starts.size

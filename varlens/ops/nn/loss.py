@@ -487,20 +487,12 @@ class MseLoss(Function):
 
     def forward(self, x, y, reduction="mean"):
         self.save_for_backward(x, y)
-        self.reduction = reduction
         d = x - y
-        sq = d * d
-        self.n = sq.size
-        if reduction == "mean":
-            return self.xp.asarray(sq.mean(), dtype=sq.dtype)
-        if reduction == "sum":
-            return self.xp.asarray(sq.sum(), dtype=sq.dtype)
-        return sq
+        return reduce_loss(self, d * d, reduction)
 
     def backward(self, g):
         x, y = self.saved
-        scale = 2.0 / self.n if self.reduction == "mean" else 2.0
-        gx = (x - y) * (g * scale)
+        gx = (x - y) * (2.0 * loss_grad_scale(self, g))
         return gx, -gx
 
 

@@ -169,30 +169,20 @@ class LayerNorm(Function):
             d *= s
         x2 = x.reshape(-1, d)
         self._bshape = bias.shape if bias is not None else None
-        if xp is not _np:   # a device array: the same maths as reductions and elementwise passes
-            mean = x2.mean(axis=1, keepdims=True)
-            xc = x2 - mean
-            rstd = (1.0 / xp.sqrt((xc * xc).mean(axis=1, keepdims=True) + eps)).astype(x.dtype, copy=False)
-            xc *= rstd
-            self.mean, self.rstd, self.d = mean, rstd, d
-            self.save_for_backward(x, weight)
-            if weight is not None:
-                xc *= weight.reshape(d)
-            if bias is not None:
-                xc += bias.reshape(d)
-            return xc.reshape(x.shape)
-        if _KR.kernel_ok(x2, weight, bias):  # float32: one compiled pass per row (ops/kernels/rows.py)
+        if xp is _np and _KR.kernel_ok(x2, weight, bias):  # float32: one compiled pass per row (ops/kernels/rows.py)
             y, self.mean, self.rstd = _KR.layer_norm(x2, weight, bias, eps, use_kernel=True)
             self.d = d
             self.save_for_backward(x, weight)
             return y.reshape(x.shape)
-        mean = (x2 @ _ones(d, x.dtype))[:, None] / d  # row means as a GEMV (4x faster than mean(1))
+        if xp is _np:
+            mean = (x2 @ _ones(d, x.dtype))[:, None] / d  # row means as a GEMV (4x faster than mean(1))
+        else:   # a device array: a plain reduction (the cached ones are host arrays)
+            mean = x2.mean(axis=1, keepdims=True)
         xc = x2 - mean
         var = xp.einsum("ij,ij->i", xc, xc)[:, None] / d
         rstd = (1.0 / xp.sqrt(var + eps)).astype(x.dtype, copy=False)
         xc *= rstd
         self.mean, self.rstd, self.d = mean, rstd, d
-        self._bshape = bias.shape if bias is not None else None
         self.save_for_backward(x, weight)
         if weight is not None:
             xc *= weight.reshape(d)

@@ -214,3 +214,130 @@ def test_distributed_sampler_partition_matches_torch():
     assert set(both) == set(ds) and len(both) == 12  # every index, plus one padded repeat
     with pytest.raises(ValueError, match="Invalid rank 3"):
         varlens.utils.data.DistributedSampler(ds, num_replicas=3, rank=3)
+
+
+# --------------------------------------------------------------- overlap of the gradient allreduces
+class _FakeMPI:
+    """A stand-in for mpi4py's MPI module whose non-blocking operations, like MPICH's, advance
+    only inside MPI calls: each Test/Testall call is one step of progress for every operation
+    in flight, and an operation completes ``steps`` steps after it started.  The allreduce
+    acts as if the second rank held the same gradients (SUM doubles, MAX keeps)."""
+    IN_PLACE = object()
+    SUM, MAX = "sum", "max"
+
+    def __init__(self, steps):
+        self.steps = steps
+        self.in_flight = []
+        mpi = self
+
+        class Request:
+            @staticmethod
+            def Test(req):
+                mpi._progress()
+                return req.done
+
+            @staticmethod
+            def Testall(reqs):
+                mpi._progress()
+                return all(r.done for r in reqs)
+        self.Request = Request
+
+    def _progress(self):
+        for r in list(self.in_flight):
+            r.left -= 1
+            if r.left <= 0:
+                r.done = True
+                r.apply()
+                self.in_flight.remove(r)
+
+    def start(self, apply):
+        req = type("FakeRequest", (), {})()
+        req.left, req.done, req.apply = self.steps, False, apply
+        self.in_flight.append(req)
+        return req
+
+
+class _FakeComm:
+    def __init__(self, mpi):
+        self.mpi = mpi
+        self.allreduces = []  # the requests of the gradient allreduces, in start order
+
+    def Get_rank(self):
+        return 0
+
+    def allgather(self, obj):
+        return [obj, obj]
+
+    def Ibcast(self, buf, root=0):
+        return self.mpi.start(lambda: None)
+
+    def Iallreduce(self, inplace, buf, op="sum"):
+        assert inplace is self.mpi.IN_PLACE
+
+        def apply():
+            if op == "sum":
+                buf[...] *= 2
+        req = self.mpi.start(apply)
+        if op == "sum":
+            self.allreduces.append(req)
+        return req
+
+
+def _ddp_with_fake_mpi(monkeypatch, mode, steps=3):
+    from varlens.distributed import process_group as pg
+    mpi = _FakeMPI(steps)
+    comm = _FakeComm(mpi)
+    group = pg.ProcessGroup(comm, [0, 1], 60.0)
+    monkeypatch.setattr(pg._world, "mpi", mpi)
+    monkeypatch.setattr(pg._world, "group", group)
+    monkeypatch.setenv("VARLENS_DDP_PROGRESS", mode)
+    varlens.manual_seed(0)
+    layers = []
+    for _ in range(6):
+        layers += [varlens.nn.Linear(4, 4, dtype=varlens.float64), varlens.nn.Tanh()]
+    ddp = varlens.nn.parallel.DistributedDataParallel(varlens.nn.Sequential(*layers), bucket_cap_mb=1e-6)
+    return ddp, comm  # a bucket per parameter
+
+
+def _grads_two_steps(ddp, comm):
+    x = varlens.randn(5, 4, dtype=varlens.float64)
+    counts = []
+    for _ in range(2):  # the first backward learns each parameter's deliveries; the second overlaps
+        ddp.zero_grad()
+        comm.allreduces.clear()
+        ddp(x).pow(2).sum().backward()
+        counts.append(ddp._timing["done_in_backward"])
+        assert all(r.done for r in comm.allreduces)
+    return x, counts
+
+
+def test_ddp_drives_mpi_progress_so_early_buckets_complete_during_backward(monkeypatch):
+    ddp, comm = _ddp_with_fake_mpi(monkeypatch, "hooks")
+    assert len(ddp._buckets) == 12
+    x, counts = _grads_two_steps(ddp, comm)
+    # first backward: every bucket starts at the end, nothing completes before the final wait;
+    # second: the gradient hooks' MPI_Test calls complete the early buckets while backward runs
+    assert counts[0] == 0
+    assert counts[1] >= 6, counts
+    assert ddp._timing["early_buckets"] == 12
+    # the average of two equal gradients is the gradient: same as one process
+    ref_grads = [p.grad.clone() for p in ddp.module.parameters()]
+    ddp.module.zero_grad()
+    with ddp.no_sync():
+        ddp(x).pow(2).sum().backward()
+    for p, g in zip(ddp.module.parameters(), ref_grads):
+        assert varlens.equal(p.grad, g)
+
+
+def test_ddp_without_progress_driving_leaves_every_bucket_to_the_final_wait(monkeypatch):
+    ddp, comm = _ddp_with_fake_mpi(monkeypatch, "none")
+    _, counts = _grads_two_steps(ddp, comm)
+    assert counts == [0, 0]  # started early, but no MPI call moved them: all done in the final wait
+    assert ddp._timing["early_buckets"] == 12
+
+
+def test_ddp_progress_mode_from_environment_is_checked(monkeypatch):
+    from varlens.distributed import process_group as pg
+    monkeypatch.setenv("VARLENS_DDP_PROGRESS", "sometimes")
+    with pytest.raises(ValueError, match="VARLENS_DDP_PROGRESS must be one of hooks, thread, none, got 'sometimes'"):
+        pg.progress_mode()

@@ -351,12 +351,28 @@ def wait_all(requests, what, group):
                 "collective); set init_process_group(timeout=...) for longer steps")
 
 
+PROGRESS_MODES = ("hooks", "thread", "none")
+
+
+def progress_mode():
+    """How DistributedDataParallel drives MPI while the backward runs, from the environment
+    variable VARLENS_DDP_PROGRESS (docs/distributed.md, "Overlapping communication"):
+    ``hooks`` (default) tests the allreduces in flight in every gradient hook; ``thread`` also
+    runs a ProgressThread during the backward; ``none`` leaves them to the final wait (MPICH's
+    own progress thread, MPIR_CVAR_ASYNC_PROGRESS=1, can then do it)."""
+    mode = os.environ.get("VARLENS_DDP_PROGRESS", "hooks").strip().lower() or "hooks"
+    if mode not in PROGRESS_MODES:
+        raise ValueError(f"environment variable VARLENS_DDP_PROGRESS must be one of {', '.join(PROGRESS_MODES)}, "
+                         f"got {os.environ['VARLENS_DDP_PROGRESS']!r}")
+    return mode
+
+
 class ProgressThread:
     """Keeps MPI's non-blocking operations moving while the main thread computes.
 
     MPICH advances a non-blocking allreduce only inside MPI calls; DistributedDataParallel's
-    buckets would otherwise mostly wait for the end of backward.  While ``active`` this daemon
-    thread makes a cheap MPI call (Iprobe on a private communicator) every ``interval``
+    buckets would otherwise mostly wait for the end of backward.  Between ``start()`` and
+    ``stop()`` this daemon thread makes a cheap MPI call (Iprobe on a private communicator) every ``interval``
     seconds; NumPy's matrix products release the GIL, so it runs during the backward's GEMMs."""
 
     def __init__(self, comm, interval=1e-4):

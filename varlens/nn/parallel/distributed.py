@@ -12,6 +12,11 @@ How the averaging overlaps the backward pass, as in PyTorch's reducer:
   buffer, divided by the world size and handed to a non-blocking ``MPI_Iallreduce``, while the
   backward goes on with the earlier layers.  Buckets start in bucket order on every rank
   (MPI requires the same order of collectives everywhere);
+- MPICH moves a non-blocking collective only inside MPI calls made by this process, so the
+  reducer calls ``MPI_Test`` on the allreduces in flight right after each bucket starts and in
+  every gradient hook while any is pending (``_poke``); VARLENS_DDP_PROGRESS=thread adds a
+  thread that polls MPI during the backward's matrix products (docs/distributed.md,
+  "Overlapping communication with the backward", for what each buys);
 - when the backward finishes (the engine's ``queue_callback`` slot) the remaining buckets are
   started, all are waited for, and the averages are copied back into ``.grad``.
 
@@ -139,10 +144,28 @@ class DistributedDataParallel(Module):
         d["_queued"] = False
         d["_next_launch"] = 0
         d["_local_sq"] = None  # a float when lens.DistributedNoiseScale asks: |local gradient|^2 of the last backward
-        d["_timing"] = {"wait_s": 0.0, "finish_s": 0.0}  # the last backward's end: MPI wait, all
-        # a thread that keeps the allreduces moving during the backward's matrix products
-        d["_progress"] = _pg.ProgressThread(g.comm) if self._world > 1 else None
+        # the last backward: seconds waiting for MPI at its end, seconds of the whole end, buckets
+        # started during the backward, buckets whose allreduce completed before the final wait
+        d["_timing"] = {"wait_s": 0.0, "finish_s": 0.0, "early_buckets": 0, "done_in_backward": 0}
+        d["_pending"] = []  # buckets whose allreduce is in flight and not yet seen complete
+        d["_overlap"] = True  # start buckets during the backward (False: all at its end; for benchmarks)
+        self._set_progress_mode(_pg.progress_mode())
         d["_hooks"] = [p.register_post_accumulate_grad_hook(self._make_hook(i)) for i, p in enumerate(params)]
+
+    def _set_progress_mode(self, mode, overlap=True):
+        """How the allreduces move during the backward (process_group.progress_mode): "hooks"
+        tests them in every gradient hook, "thread" also runs a ProgressThread, "none" neither.
+        ``overlap=False`` starts every bucket at the end of the backward instead (a baseline)."""
+        if mode not in _pg.PROGRESS_MODES:
+            raise ValueError(f"DistributedDataParallel: progress mode must be one of {_pg.PROGRESS_MODES}, got {mode!r}")
+        d = self.__dict__
+        d["_overlap"] = bool(overlap)
+        d["_drive"] = mode != "none"  # test the requests in flight in every gradient hook
+        d["_progress"] = None
+        if mode == "thread" and self._world > 1:
+            if d.get("_progress_thread") is None:  # moves the allreduces during the backward's matrix products
+                d["_progress_thread"] = _pg.ProgressThread(self.process_group.comm)
+            d["_progress"] = d["_progress_thread"]
 
     # ------------------------------------------------------------------ wrap time
     def _verify_shapes(self):
@@ -210,6 +233,8 @@ class DistributedDataParallel(Module):
         d["_armed"] = True
         d["_queued"] = False
         d["_next_launch"] = 0
+        d["_pending"] = []
+        d["_timing"]["done_in_backward"] = 0
         hits = d["_hits"]
         for i in range(len(hits)):
             hits[i] = 0
@@ -238,19 +263,27 @@ class DistributedDataParallel(Module):
             b = self._buckets[d["_bucket_of"][i]]
             if hits[i] == exp[i]:
                 b.left -= 1
-                if b.left == 0:
+                if b.left == 0 and d["_overlap"]:
                     self._launch_ready()
             elif hits[i] > exp[i] and b.launched:
                 b.late = True
-            self._poke()
+            if d["_pending"] and d["_drive"]:
+                self._poke()
         return hook
 
     def _poke(self):
-        """Let MPI progress the allreduces in flight (MPICH advances them only inside MPI calls)."""
-        MPI = _pg._world.mpi
-        for b in self._buckets:
-            if b.request is not None:
-                MPI.Request.Test(b.request)
+        """Drive the allreduces in flight: MPICH advances a non-blocking collective only inside
+        an MPI call on this process, so without these calls an early bucket's allreduce would
+        sit until the final wait.  ``MPI_Test`` on each pending request moves its schedule
+        (copies, reductions, the next messages) as far as it can without blocking, and is
+        cheap when nothing is ready.  Called after each bucket starts and from
+        every gradient hook while any allreduce is pending."""
+        pending = self._pending
+        test = _pg._world.mpi.Request.Test
+        left = [b for b in pending if not test(b.request)]
+        if len(left) < len(pending):
+            self._timing["done_in_backward"] += len(pending) - len(left)
+            self.__dict__["_pending"] = left
 
     def _launch_ready(self):
         buckets = self._buckets
@@ -261,24 +294,31 @@ class DistributedDataParallel(Module):
         self.__dict__["_next_launch"] = k
 
     def _fill(self, b):
+        """The bucket's gradients divided by the world size, into its flat buffer (one pass)."""
         flat = b.flat
         params = self._params
+        world = self._world
         for i, off in zip(b.params, b.offsets):
             gr = params[i].grad
             n = params[i]._data.size
             if gr is None:
                 flat[off:off + n] = 0
+            elif world > 1:
+                np.divide(gr._data.reshape(-1), world, out=flat[off:off + n])
             else:
-                flat[off:off + n] = gr._data.ravel()
-        if self._world > 1:
-            np.divide(flat, self._world, out=flat)
+                flat[off:off + n] = gr._data.reshape(-1)
 
     def _launch(self, b):
         self._fill(b)
         b.launched = True
         if self._world > 1:
+            d = self.__dict__
             b.request = self.process_group.comm.Iallreduce(_pg._world.mpi.IN_PLACE, b.flat)
-            self._progress.start()
+            d["_pending"].append(b)
+            if d["_progress"] is not None:
+                d["_progress"].start()
+            if d["_drive"] and d["_armed"]:
+                self._poke()
 
     def _finish(self):
         """End of backward: start what is left, wait, agree on late buckets, write .grad."""
@@ -303,7 +343,8 @@ class DistributedDataParallel(Module):
             b = self._buckets[d["_next_launch"]]
             self._launch(b)
             d["_next_launch"] += 1
-        reqs = [b.request for b in self._buckets if b.request is not None]
+        reqs = [b.request for b in d["_pending"]]
+        d["_pending"] = []
         t1 = time.perf_counter()
         if reqs:
             _pg.wait_all(reqs, "DistributedDataParallel gradient allreduce", g)

@@ -59,6 +59,20 @@ def test_claims_are_documented_and_cover_the_topics():
         assert any(w in REGISTRY[cid].description for w in ("print", "false", "wrong")), cid
 
 
+def test_every_claim_that_decides_something_can_reject_its_nearest_wrong_value(all_rows):
+    """Corrected and Monte Carlo claims name a wrong value (the notes' misprint, a classic confusion)
+    and their tolerance is below the gap to it; the rule itself is tested with fake claims in
+    tests/test_theory_gaps.py."""
+    from test_theory_gaps import gap_problems
+    assert not gap_problems(all_rows)
+    named = [r for r in all_rows if r["wrong_values"]]
+    assert len(named) >= 50
+    # the others are exact identities whose description says why no wrong value applies
+    for r in all_rows:
+        if not r["wrong_values"]:
+            assert r["n_samples"] == 0 and "No wrong value" in r["description"], r["id"]
+
+
 def test_claims_are_deterministic():
     a = run_claims(ids={"relu.variance", "init.he_preserves_depth"})
     b = run_claims(ids={"relu.variance", "init.he_preserves_depth"})

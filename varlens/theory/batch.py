@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from varlens.theory.registry import all_of, claim, close, mc_mean, mc_var, rng_for
+from varlens.theory.registry import all_of, claim, close, mc_mean, mc_var, rng_for, with_wrong
 
 
 def _per_example_grads(g, n=4000, d=4, noise=1.0):
@@ -16,7 +16,8 @@ def _per_example_grads(g, n=4000, d=4, noise=1.0):
 
 @claim("batch.gradient_variance_over_B", "000", "Costume 3 L19", "batch",
        "The mean of B per-example gradients drawn with replacement has variance sigma_g^2 / B "
-       "(B = 1, 4, 16, 64 on a least-squares problem; first coordinate)")
+       "(B = 1, 4, 16, 64 on a least-squares problem; first coordinate). Wrong values at B > 1: sigma_g^2/sqrt(B) "
+       "(the std's 1/sqrt(B) read as the variance's) and B sigma_g^2 (the sum of the batch, not its mean)")
 def gradient_variance():
     g = rng_for("batch.gradient_variance_over_B")
     per = _per_example_grads(g)[:, 0]
@@ -24,13 +25,17 @@ def gradient_variance():
     out = []
     for B in (1, 4, 16, 64):
         idx = g.integers(0, per.size, (20_000, B))
-        out.append(mc_var(per[idx].mean(1), s2 / B))
+        r = mc_var(per[idx].mean(1), s2 / B)
+        if B > 1:   # at B = 1 all three coincide
+            with_wrong(r, {f"sigma^2/sqrt(B) at B = {B}": s2 / math.sqrt(B), f"sum, B sigma^2 at B = {B}": s2 * B})
+        out.append(r)
     return all_of(out)
 
 
 @claim("batch.sqrt_lr_rule", "000", "Costume 3 L19", "batch",
        "With eta proportional to sqrt(B) the update noise std eta sigma_g/sqrt(B) does not change with B "
-       "(B = 4 and 256: ratio of update-noise stds 1)")
+       "(B = 4 and 256: ratio of update-noise variances 1)",
+       alternatives={"eta constant (ratio 4/256)": 4 / 256, "eta proportional to B (ratio 256/4)": 256 / 4})
 def sqrt_rule():
     g = rng_for("batch.sqrt_lr_rule")
     per = _per_example_grads(g)[:, 0]
@@ -58,12 +63,16 @@ def linear_rule():
     eta0, B0, k = 0.01, 4, 16
     big = eta0 * k * per[g.integers(0, per.size, (20_000, B0 * k))].mean(1)
     small = (eta0 * per[g.integers(0, per.size, (20_000, k, B0))].mean(2)).sum(1)
-    return mc_mean(big - small, 0.0, note="E[one big step] - E[k small steps]")
+    r = mc_mean(big - small, 0.0, note="E[one big step] - E[k small steps]")
+    # eta scaled by sqrt(k), not k: the big step moves sqrt(k)/k as far in expectation
+    return with_wrong(r, {"eta proportional to sqrt(B): (sqrt(k) - k) eta_0 E[g]": (math.sqrt(k) - k) * eta0 * per.mean()})
 
 
 @claim("batch.noise_scale_linear_regression", "000", "Costume 3 L20 (gradient noise scale)", "batch",
        "McCandlish et al.'s B_simple = tr(Sigma)/|G|^2, estimated from two batch sizes with their unbiased "
-       "estimators, matches its closed form on linear regression (within 5 standard errors)")
+       "estimators, matches its closed form on linear regression (within 5 standard errors). Wrong value: "
+       "|G|^2 read off the big batch (B = 64) alone, biased up by tr(Sigma)/64, which gives B_simple/(1 + B_simple/64)")
 def noise_scale_check():
     from varlens.lens.noise_scale import linear_regression_check
-    return linear_regression_check(seed=1234)
+    r = linear_regression_check(seed=1234, b_big=64, n_batches=6000)
+    return with_wrong(r, {"|G|^2 from the big batch alone": r.expected / (1 + r.expected / 64)})

@@ -47,7 +47,8 @@ def run(args) -> int:
         print(f"varlens check: no claim id contains {args.only!r} (see `varlens check --list`)", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps({"claims": rows, "passed": sum(r["passed"] for r in rows), "total": len(rows)},
+        print(json.dumps({"claims": rows, "passed": sum(r["passed"] for r in rows), "total": len(rows),
+                          "decisive": sum(r["decisive"] is True for r in rows)},
                          indent=1, default=float))
     else:
         hdr = (f"{'claim':38s} {'seed':4s} {'section':22s} {'measured':>11s} {'expected':>11s} {'tolerance':>10s} "
@@ -65,15 +66,22 @@ def run(args) -> int:
             print(f"{r['id']:38s} {r['seed']:4s} {sec:22s} {_fmt(r['measured']):>11s} {_fmt(r['expected']):>11s} "
                   f"{_fmt(r['tolerance']):>10s} {gap:>10s} {r['n_samples']:>9d}  {res}")
             if args.verbose and r["nearest_wrong"]:
-                print(f"    gap: to the nearest wrong value, {r['nearest_wrong']}")
+                value = _fmt(r["wrong_values"][r["nearest_wrong"]])
+                print(f"    gap: to the nearest wrong value, {r['nearest_wrong']} = {value}")
             if r["error"]:
                 print(f"    error: {r['error']}")
             if args.verbose:
                 print(f"    {r['description']}" + (f"  [{r['note']}]" if r["note"] else ""))
         n_ok = sum(r["passed"] for r in rows)
         secs = sum(r["seconds"] for r in rows)
-        print(f"\n{n_ok}/{len(rows)} claims pass ({secs:.1f} s). Tolerances are 5 standard errors of the "
-              "Monte Carlo estimate (0 samples: an exact identity, rounding tolerance). 'gap' is the distance "
-              "from the expected value to the nearest wrong value the claim must reject (a misprint, a "
-              "quadrature error); a claim decides only when its tolerance is below it.")
+        n_dec = sum(r["decisive"] is True for r in rows)
+        n_undec = sum(r["decisive"] is False for r in rows)
+        n_none = sum(r["decisive"] is None for r in rows)
+        print(f"\n{n_ok}/{len(rows)} claims pass ({secs:.1f} s); {n_dec} decide against a named wrong value "
+              f"(tolerance below the gap)" + (f", {n_undec} CANNOT decide (tolerance >= gap)" if n_undec else "")
+              + f", {n_none} name none (gap '-'; `--list` says why).")
+        print("Tolerances are 5 standard errors of the Monte Carlo estimate (0 samples: an exact identity, "
+              "rounding tolerance). 'gap' is the distance from the expected value to the nearest wrong value "
+              "the claim must reject (a misprint of the notes, a classic confusion, a quadrature error); "
+              "-v names it.")
     return 0 if all(r["passed"] and r["decisive"] is not False for r in rows) else 1

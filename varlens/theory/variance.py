@@ -8,13 +8,14 @@ import math
 
 import numpy as np
 
-from varlens.theory.registry import claim, mc_var, rng_for, all_of
+from varlens.theory.registry import all_of, claim, mc_var, rng_for, with_wrong
 
 N = 400_000
 
 
 @claim("var.sum_identity", "000", "L10", "variance",
-       "Var(A+B) = Var A + Var B + 2 Cov(A,B) for correlated A, B (A~N(0,1), B=0.6A+1.6Z: 5.12)")
+       "Var(A+B) = Var A + Var B + 2 Cov(A,B) for correlated A, B (A~N(0,1), B=0.6A+1.6Z: 5.12)",
+       alternatives={"Cov counted once (4.52)": 1.0 + 2.92 + 0.6, "Cov dropped (3.92)": 1.0 + 2.92})
 def sum_identity():
     g = rng_for("var.sum_identity")
     a = g.standard_normal(N)
@@ -25,7 +26,9 @@ def sum_identity():
 
 @claim("var.product_identity", "000", "L11; 001 L246", "variance",
        "Var(AB) = VarA VarB + VarA E[B]^2 + VarB E[A]^2 for independent A~N(2,1), B~U(0,3): 6.0 "
-       "(independence is needed; seed 000 leaves it implicit)")
+       "(independence is needed; seed 000 leaves it implicit)",
+       alternatives={"VarA VarB term dropped (first-order / delta method: 5.25)": 2.0 ** 2 * 0.75 + 1.0 * 1.5 ** 2,
+                     "VarA VarB only (0.75)": 0.75})
 def product_identity():
     g = rng_for("var.product_identity")
     a = g.normal(2.0, 1.0, N)
@@ -35,24 +38,28 @@ def product_identity():
 
 
 @claim("var.constant_multiple", "000", "L12", "variance",
-       "Var(cX) = c^2 Var X (c = 3, X ~ Exp(1): 9)")
+       "Var(cX) = c^2 Var X (c = 3, X ~ Exp(1): 9)",
+       alternatives={"c Var X (3)": 3.0})
 def constant_multiple():
     g = rng_for("var.constant_multiple")
     return mc_var(3.0 * g.exponential(1.0, N), 9.0)
 
 
 @claim("var.sum_grows_linearly", "000", "L7; 003 §3.1 L837", "variance",
-       "Sum of n = 64 independent zero-mean variance-sigma^2 terms (uniform, sigma^2 = 1/3) has "
-       "variance n sigma^2 = 21.33 (its std drifts like sqrt(n))")
+       "Sum of n = 16 independent zero-mean variance-sigma^2 terms (uniform, sigma^2 = 1/3) has "
+       "variance n sigma^2 = 5.33 (its std drifts like sqrt(n)); 60,000 sums, enough to tell n from n -/+ 1 terms",
+       alternatives={"n - 1 terms (5.0)": 15 / 3, "n + 1 terms (5.67)": 17 / 3,
+                     "variance grows like sqrt(n) (1.33)": math.sqrt(16) / 3})
 def sum_grows_linearly():
     g = rng_for("var.sum_grows_linearly")
-    x = g.uniform(-1, 1, (40_000, 64)).sum(axis=1)
-    return mc_var(x, 64 / 3)
+    x = g.uniform(-1, 1, (60_000, 16)).sum(axis=1)
+    return mc_var(x, 16 / 3)
 
 
 @claim("var.residual_stream", "000", "L7 (residual stream)", "variance",
        "A residual stream x_L = x_0 + sum of L = 16 independent unit-variance branches has variance "
-       "1 + L = 17 (no normalisation)")
+       "1 + L = 17 (no normalisation)",
+       alternatives={"L (the stream's own x_0 forgotten: 16)": 16.0, "2^L (branches multiplying, not adding)": 2.0 ** 16})
 def residual_stream():
     g = rng_for("var.residual_stream")
     x = g.standard_normal(60_000)
@@ -63,9 +70,9 @@ def residual_stream():
 
 @claim("attention.dot_product_variance", "000", "L13; 002 L76-81", "attention",
        "q.k for q, k in R^d with iid zero-mean unit-variance entries has variance d (d = 8). "
-       "The notes write the sum as A_0B_0+...+A_dB_d (d+1 terms) but state d; d terms are tested, "
-       "with enough samples to reject d+1",
-       alternatives={"d + 1 (the sum as printed, A_0B_0 + ... + A_dB_d)": 9.0})
+       "The notes print the sum as A_0B_0+...+A_dB_d (d+1 terms, inventory E19) but state d; d terms are "
+       "tested, with enough samples to reject d+1", corrected=True,
+       alternatives={"d + 1 (the sum as printed, A_0B_0 + ... + A_dB_d; inventory E19)": 9.0})
 def dot_product_variance():
     g = rng_for("attention.dot_product_variance")
     d = 8
@@ -78,7 +85,8 @@ def dot_product_variance():
 
 
 @claim("attention.scaled_unit_variance", "000", "L13; 002 L76-81; 003 §7.1.3", "attention",
-       "Dividing q.k by sqrt(d) (not d) restores unit variance, at every d in {4, 64, 512}")
+       "Dividing q.k by sqrt(d) (not d) restores unit variance, at every d in {4, 64, 512}; each d must "
+       "reject dividing by d (variance 1/d) and, at d = 4, d + 1 terms ((d+1)/d)")
 def scaled_unit_variance():
     g = rng_for("attention.scaled_unit_variance")
     out = []
@@ -86,5 +94,8 @@ def scaled_unit_variance():
         n = 2_000_000 // d
         q = g.standard_normal((n, d))
         k = g.standard_normal((n, d))
-        out.append(mc_var(np.einsum("nd,nd->n", q, k) / math.sqrt(d), 1.0))
+        wrong = {f"divide by d (1/d at d = {d})": 1.0 / d}
+        if d == 4:
+            wrong["d + 1 terms ((d+1)/d at d = 4)"] = 5 / 4
+        out.append(with_wrong(mc_var(np.einsum("nd,nd->n", q, k) / math.sqrt(d), 1.0), wrong))
     return all_of(out)

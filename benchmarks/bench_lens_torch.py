@@ -115,10 +115,11 @@ def main():
               "nothing detached. "
               "Per sampled step the lens reads the input batch, 5 module outputs (shared with the 5 op records "
               "that made them) and their 5 gradients, each once, in place: a CPU float32 tensor is read through "
-              "a zero-copy NumPy view by the compiled kernel of varlens/lens/kernels.py; the rest is hook and "
-              "TorchFunctionMode bookkeeping, which is what dominates the tiny 64-32-10 MLP. On unsampled steps "
-              "the function mode is not entered and each module hook returns at once; a detached lens leaves no "
-              "hook (differences there are noise)."]
+              "a zero-copy NumPy view by the compiled kernel of varlens/lens/kernels.py; the rest is Python "
+              "bookkeeping (module and gradient hooks, record updates), which is what dominates the tiny 64-32-10 "
+              "MLP. A Sequential of Linear/ReLU needs no TorchFunctionMode: each layer's op record is made from its "
+              "module hook. Between sampled steps no hook is registered (lens.step() adds them before a sampled "
+              "step and removes them after it), like a detached lens (differences there are noise)."]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.write:

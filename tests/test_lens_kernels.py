@@ -106,3 +106,43 @@ def test_weight_statistics_and_input_moments_use_the_same_kernel(monkeypatch):
     w[3, 3] = np.nan
     s.update_param(w)
     assert s.nan == 1 and P.moments(w) is None
+
+
+@pytest.mark.parametrize("impl", ["kernel", "numpy"])
+def test_col_sums_match_a_float64_reference(impl):
+    """The detail steps' per-column pass (unit second moments, feature means, an activation
+    input's channel moments): sums of x, x^2, x^3 per column, in float64."""
+    f = K.col_sums if impl == "kernel" else K.col_sums_numpy
+    for x in _arrays():
+        r = x.astype(np.float64)
+        ref = np.stack([r.sum(0), (r * r).sum(0), (r * r * r).sum(0)])
+        got = f(x)
+        assert got.shape == (3, x.shape[1]) and got.dtype == np.float64
+        scale = np.stack([np.abs(r).sum(0), (r * r).sum(0), np.abs(r * r * r).sum(0)]) + 1e-300
+        assert np.all(np.abs(got - ref) <= 1e-12 * scale), (x.shape, x.dtype)
+    x = np.ones((4, 3), np.float32)
+    x[1, 2] = np.nan
+    got = f(x)
+    assert np.isnan(got[:, 2]).all() and np.all(got[:, :2] == [[4, 4], [4, 4], [4, 4]])
+
+
+@pytest.mark.parametrize("impl", ["kernel", "numpy"])
+def test_headroom_counts_match_numpy(impl, monkeypatch):
+    """float16/bfloat16 headroom counts over a strided sample: below each type's smallest
+    normal (nonzero), above float16's largest value; NaN counts in none, zeros in none."""
+    if impl == "numpy":
+        monkeypatch.setattr(K, "_kernels", False)
+    g = np.random.default_rng(3)
+    for dt in (np.float32, np.float64):
+        x = (g.standard_normal(50_000) * 10.0 ** g.integers(-45, 8, 50_000)).astype(dt)
+        x[::97] = 0
+        x[5] = np.nan
+        x[7] = -np.inf
+        for step in (1, 7, 12):
+            s = np.abs(x[::step].astype(np.float64))
+            with np.errstate(invalid="ignore"):
+                nz = s > 0
+                ref = (int((nz & (s < 2.0 ** -14)).sum()), int((nz & (s < 2.0 ** -126)).sum()),
+                       int((s > 65504.0).sum()), s.size)
+            assert K.headroom_counts(x, step, 2.0 ** -14, 2.0 ** -126, 65504.0) == ref, (dt, step)
+            assert 0 < ref[0] and 0 < ref[2] and (dt == np.float32 or 0 < ref[1])

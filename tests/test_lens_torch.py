@@ -435,6 +435,71 @@ def test_sampling_every_n_steps_and_detach():
     assert not any(mod._forward_hooks or mod._forward_pre_hooks for mod in m.modules())
 
 
+def test_hooks_are_registered_only_for_sampled_steps():
+    """Between samples the model runs with no lens hook at all (nothing to pay on those steps)."""
+    m = _mlp(tnn, TF)
+    lens = Lens(m, every=3)
+    x = torch.randn(4, 12)
+    hooked = []
+    for _ in range(6):
+        hooked.append(all(mod._forward_hooks and mod._forward_pre_hooks for mod in m.modules()))
+        assert hooked[-1] or not any(mod._forward_hooks or mod._forward_pre_hooks for mod in m.modules())
+        m(x).sum().backward()
+        lens.step()
+    assert hooked == [True, False, False, True, False, False]
+    assert lens.steps_sampled == 2 and lens["0"].out.calls == 2
+    lens.detach()
+    for _ in range(3):
+        lens.step()
+        assert not any(mod._forward_hooks or mod._forward_pre_hooks for mod in m.modules())
+
+
+def test_one_function_leaves_recorded_from_module_hooks_match_the_function_mode(monkeypatch):
+    """A Sequential of one-function leaves is recorded without the function mode, its ops made
+    from the module hooks (torch_adapter._LEAF_CALLS); the same model recorded through the
+    function mode gives the same records."""
+    def build():
+        torch.manual_seed(0)
+        return tnn.Sequential(tnn.Flatten(), tnn.Linear(12, 16), tnn.ReLU(inplace=True), tnn.Linear(16, 16),
+                              tnn.Tanh(), tnn.Dropout(0.2), tnn.Linear(16, 16), tnn.Sigmoid(), tnn.Identity(),
+                              tnn.Linear(16, 16), tnn.GELU(approximate="tanh"), tnn.Linear(16, 16), tnn.SiLU(),
+                              tnn.Linear(16, 16), tnn.LeakyReLU(0.1), tnn.Linear(16, 3))
+
+    def run(lens_of):
+        m = build()
+        lens = lens_of(m)
+        g = np.random.default_rng(0)
+        for _ in range(3):
+            torch.manual_seed(1)                       # the same dropout masks both ways
+            m(torch.from_numpy(g.standard_normal((6, 3, 4)).astype(np.float32))).square().mean().backward()
+            lens.step()
+            m.zero_grad()
+        return lens
+    fast = run(Lens)
+    assert not fast._use_mode
+    seen = []
+
+    def spy(module, args, output):
+        seen.append(torch_adapter._torch.overrides._get_current_function_mode())
+    m = build()
+    lens = Lens(m)
+    m[1].register_forward_hook(spy)
+    m(torch.randn(2, 3, 4))
+    assert seen == [None]                              # the function mode was not entered
+    with monkeypatch.context() as mp:
+        mp.setattr(torch_adapter, "_CONTAINERS", set())   # Sequential unknown: the function mode records
+        slow = run(Lens)
+    assert slow._use_mode
+    assert_same_records(fast, slow)
+    assert {"1:linear", "2:relu", "4:tanh", "5:dropout", "7:sigmoid", "10:gelu", "12:silu", "14:leaky_relu",
+            "0:reshape"} <= set(fast.records)
+    for rec in fast.ordered():                         # the scalars the rules read, exactly
+        other = slow[rec.key].params
+        assert {k: v for k, v in rec.params.items() if not isinstance(v, np.ndarray)} == \
+            {k: v for k, v in other.items() if not isinstance(v, np.ndarray)}, rec.key
+    assert [r.key for r in compare(fast, level="op")] == [r.key for r in compare(slow, level="op")]
+
+
 def test_tap_and_context_manager():
     m = tnn.Linear(4, 4)
     x = torch.randn(3, 4, requires_grad=True)

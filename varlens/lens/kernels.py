@@ -14,6 +14,13 @@ sums of squares, the zero count) is the fallback when numba is missing, or when
 
 A compiled single pass costs about a quarter of NumPy's five on a (128, 512) float32
 activation (benchmarks/bench_lens.py measures the lens's overhead on a training step).
+
+Two more one-pass kernels serve the lens's *detail* steps (one sampled step in
+``weight_every``): ``col_sums(x)`` (each column's sums of x, x^2 and x^3 in float64: a Linear
+output's per-unit second moments, an input's feature means and an activation input's channel
+moments, all from one read, where NumPy needed a float64 copy and three more passes), and
+``headroom_counts`` (the float16/bfloat16 headroom counts over a strided sample, one loop
+instead of five NumPy calls).
 """
 from __future__ import annotations
 
@@ -31,6 +38,8 @@ _SAFE = {_F32: math.sqrt(float(np.finfo(np.float32).max)) / 2,
          _F64: math.sqrt(float(np.finfo(np.float64).max)) / 2}
 
 _kernels = None      # the compiled kernel (on first use); False: no numba, NumPy passes instead
+_col_kernel = None   # the compiled per-column kernel, made with _kernels
+_num_kernel = None   # the compiled headroom counter, made with _kernels
 
 
 def _compile():
@@ -47,10 +56,12 @@ def _compile():
     jit = numba.njit(fastmath=fm, nogil=True, boundscheck=False, cache=True)
 
     @jit
-    def rows(x, bits, mask):
+    def rows(x, bits, masks):
         """One pass over x (m, w); ``bits`` is x's data seen as signed integers of its width,
-        ``mask`` clears the sign bit.  Returns (sum, sum of squares, sum of squared row sums
-        of squares, the largest |x| bit pattern, exact zeros)."""
+        ``masks[0]`` clears the sign bit (an array: a NumPy scalar argument costs the call more
+        than the pass over a small tensor).  Returns (sum, sum of squares, sum of squared row
+        sums of squares, the largest |x| bit pattern, exact zeros)."""
+        mask = masks[0]
         m, w = x.shape
         zero = mask ^ mask
         one = zero + 1
@@ -77,6 +88,44 @@ def _compile():
             z += rz
         return s, s2, ss, top, z
 
+    @jit
+    def numerics(flat, step, tiny16, tiny_bf16, big16):
+        """Over flat[::step]: counts of 0 < |x| < tiny16, 0 < |x| < tiny_bf16 and |x| > big16,
+        and the number of elements read (NaN counts in none)."""
+        a = 0
+        b = 0
+        c = 0
+        n = 0
+        for i in range(0, flat.shape[0], step):
+            v = abs(np.float64(flat[i]))
+            n += 1
+            if v > 0.0:
+                if v < tiny16:
+                    a += 1
+                if v < tiny_bf16:
+                    b += 1
+                if v > big16:
+                    c += 1
+        return a, b, c, n
+
+    global _num_kernel
+    _num_kernel = numerics
+
+    @jit
+    def cols(x, out):
+        """One pass over x (m, w): out[0], out[1], out[2] (zeroed, float64, length w) get each
+        column's sum of x, x^2 and x^3."""
+        m, w = x.shape
+        for i in range(m):
+            for j in range(w):
+                v = np.float64(x[i, j])
+                v2 = v * v
+                out[0, j] += v
+                out[1, j] += v2
+                out[2, j] += v2 * v
+
+    global _col_kernel
+    _col_kernel = cols
     return rows
 
 
@@ -88,13 +137,19 @@ def compiled():
     return _kernels is not False
 
 
+def _loaded():
+    """The row kernel after compiling (or loading) the kernels on first use, False without numba."""
+    compiled()
+    return _kernels
+
+
 # per dtype: (integer dtype of its width, sign-clearing mask, bit pattern of +inf, and a
 # one-element integer array with its float view, to read the largest pattern back as |x|)
 _BITS = {}
 for _f, _i in ((_F32, np.int32), (_F64, np.int64)):
     _buf = np.zeros(1, _i)
     _inf = int(np.array(np.inf, _f).view(_i))
-    _BITS[_f] = (np.dtype(_i), _i((1 << (8 * _f.itemsize - 1)) - 1), _inf, _buf, _buf.view(_f))
+    _BITS[_f] = (np.dtype(_i), np.array([(1 << (8 * _f.itemsize - 1)) - 1], _i), _inf, _buf, _buf.view(_f))
 
 
 def row_stats(x):
@@ -105,10 +160,7 @@ def row_stats(x):
     (with s2, the spread of the per-row second moments); amax: max |x|; zeros: exact zeros.
     The sums of float64 data above about 1e154 can still overflow to Inf: callers check them.
     """
-    k = _kernels
-    if k is None:
-        compiled()
-        k = _kernels
+    k = _kernels if _kernels is not None else _loaded()
     if k is False:
         return row_stats_numpy(x)
     ity, mask, inf, buf, fview = _BITS[x.dtype]
@@ -117,6 +169,39 @@ def row_stats(x):
         return None
     buf[0] = top
     return s, s2, ss, float(fview[0]), z
+
+
+def headroom_counts(flat, step, tiny16, tiny_bf16, big16):
+    """(count of 0 < |x| < tiny16, of 0 < |x| < tiny_bf16, of |x| > big16, elements read) over
+    the strided sample flat[::step] of a 1-d host float array (NaN counts in none)."""
+    if (_kernels if _kernels is not None else _loaded()) is False or flat.dtype not in _BITS:
+        s = np.abs(flat[::step])
+        with np.errstate(invalid="ignore"):
+            nz = s > 0
+            return (int(np.count_nonzero(nz & (s < tiny16))), int(np.count_nonzero(nz & (s < tiny_bf16))),
+                    int(np.count_nonzero(s > big16)), int(s.size))
+    return _num_kernel(flat, step, tiny16, tiny_bf16, big16)
+
+
+def col_sums(x):
+    """(3, w) float64: each column's sum of x, x^2 and x^3 of a C-contiguous float32/float64
+    matrix (m, w), accumulated in float64 in one pass (NumPy passes in float64 without numba).
+    NaN/Inf propagate into the sums of their column.  What the lens's detail steps read: the
+    per-unit second moments of a Linear output, an input's feature means and an activation
+    input's per-feature mean, second and third moments."""
+    if (_kernels if _kernels is not None else _loaded()) is False:
+        return col_sums_numpy(x)
+    out = np.zeros((3, x.shape[1]))
+    _col_kernel(x, out)
+    return out
+
+
+def col_sums_numpy(x):
+    """:func:`col_sums` by NumPy passes (the fallback, and the reference the tests compare to)."""
+    x = x.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        x2 = x * x
+        return np.stack([x.sum(axis=0), x2.sum(axis=0), (x2 * x).sum(axis=0)])
 
 
 def row_stats_numpy(x):

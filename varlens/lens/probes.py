@@ -39,8 +39,9 @@ import numpy as np
 
 from varlens.core import array as B
 from varlens.core.array import ones_cached
-from varlens.lens.records import (SAT_LEVEL, InputMoments, Record, Stats, _summarize_general,  # noqa: F401
-                                  moments, summarize)
+from varlens.lens.kernels import col_sums
+from varlens.lens.records import (_FAST, SAT_LEVEL, InputMoments, Record, Stats,  # noqa: F401
+                                  _summarize_general, moments, summarize)
 
 # module kinds, by class name (so this layer does not import the nn layer classes)
 LINEAR_LIKE = {"Linear", "Conv1d", "Conv2d", "Conv3d", "Bilinear", "LazyLinear"}
@@ -143,7 +144,7 @@ def _install():
         fm.op_hook = _dispatch
 
 
-def _saturation_kind(module):
+def saturation_kind(module):
     t = module_kind(module)
     if t in SATURATING:
         return SATURATING[t]
@@ -179,7 +180,7 @@ def _is_param(t):
     return t._node is None and (t._rg or isinstance(t, _Parameter))
 
 
-def _unit_axis(a, conv):
+def unit_axis(a, conv):
     """Units of a Linear output are its last axis, of a conv output its channel axis 1."""
     return 1 if (conv and a.ndim >= 3) else a.ndim - 1
 
@@ -220,6 +221,7 @@ class Lens:
         _bind()
         self.weight_every = weight_every
         self._summ = {}            # id(array) -> (array, summary): one summary per array per step
+        self._cols = {}            # id(array) -> (array, kernels.col_sums of it or None): detail steps
         self._moms = {}            # id(array) -> (array, moments) of inputs no record produced
         self.model, self.every, self.grads, self.weights, self.ops = model, every, grads, weights, bool(ops)
         self.records = {}          # key -> Record, in order of first call
@@ -256,6 +258,7 @@ class Lens:
         self._calls.clear()
         self._produced.clear()
         self._summ.clear()
+        self._cols.clear()
         self._moms.clear()
         return None
 
@@ -318,7 +321,7 @@ class Lens:
         if rec is None:
             rec = self._new_record(key, path=name, level="module", kind=module_kind(module),
                                    cls=type(module).__name__, module=module)
-            rec.sat_kind = _saturation_kind(module)
+            rec.sat_kind = saturation_kind(module)
         out = output if type(output) is _Tensor else _first_tensor(output)
         inp = args[0] if args and type(args[0]) is _Tensor else _first_tensor(args)
         src = None
@@ -346,7 +349,8 @@ class Lens:
             if rec.params.get("training") is None:
                 rec.params["training"] = bool(getattr(module, "training", True))
             if self._detail and rec.kind in LINEAR_LIKE and a.dtype.kind == "f":
-                rec.add_units(a, _unit_axis(a, rec.kind.startswith("Conv")))
+                ax = unit_axis(a, rec.kind.startswith("Conv"))
+                rec.add_units(a, ax, cols=self._col_sums(a) if ax == a.ndim - 1 else None)
         if inp is not None:              # after the output: its summary may be this input's
             self._note_input(rec, 0, inp._data, module)
         if bad:
@@ -387,7 +391,8 @@ class Lens:
     def _note_input(self, rec, i, a, module=None):
         ida = id(a)
         prev = self._produced.get(ida)
-        im = rec.input(i)
+        ins = rec.inputs
+        im = ins[i] if i < len(ins) else rec.input(i)
         if prev is not None and prev[0] is a and prev[1] != rec.key:
             if im.producer is None:
                 im.producer = prev[1]
@@ -409,23 +414,31 @@ class Lens:
                 return
             m, q = sm[1], sm[2] / sm[0] + sm[1] * sm[1]
         else:  # data or a tensor made outside any record: its mean and second moment suffice
-            mo = self._memo(self._moms, a, moments)  # (the model and its first layer share it)
+            mo = _memo(self._moms, a, moments)  # (the model and its first layer share it)
             if mo is None:
                 im.add(float("nan"), float("nan"), a.shape)
                 return
             m, q = mo[1], mo[2]
-        if i == 0 and module is not None and rec.kind in NORM_LIKE:
-            rec.inp_var_group = self._group_var(module, a, rec.params)
-            if rec.kind.startswith("BatchNorm") and not module.training:
-                x = a.astype(np.float64)
-                axes = (0,) + tuple(range(2, x.ndim))
-                rec.params["channel_mean"] = _h(x.mean(axis=axes))
-                rec.params["channel_q"] = _h((x * x).mean(axis=axes))
-        if i == 0 and module is not None and rec.kind in LINEAR_LIKE | POOL_LIKE:
-            rec.params["in_shape"] = tuple(a.shape)
-        if i == 0 and self._detail and rec.kind in MIXING_KINDS:
-            self._feature_means(rec, a)
-        if i == 0 and self._detail and (rec.kind in ACT_OPS or rec.kind in ACT_NAMES) and rec.kind != "Identity":
+        if i:
+            im.add(m, q, a.shape)
+            return
+        kind = rec.kind
+        if module is not None:
+            if kind in NORM_LIKE:
+                rec.inp_var_group = self._group_var(module, a, rec.params)
+                if kind.startswith("BatchNorm") and not module.training:
+                    x = a.astype(np.float64)
+                    axes = (0,) + tuple(range(2, x.ndim))
+                    rec.params["channel_mean"] = _h(x.mean(axis=axes))
+                    rec.params["channel_q"] = _h((x * x).mean(axis=axes))
+            elif kind in _SHAPED:
+                rec.params["in_shape"] = tuple(a.shape)
+        if not self._detail:
+            im.add(m, q, a.shape)
+            return
+        if kind in MIXING_KINDS:
+            self._feature_means(rec, a, self._col_sums(a))
+        elif kind in _ACT_KINDS:
             if prev is not None and prev[0] is a:
                 pr = self.records[prev[1]]
                 pk = self.records[pr.source].kind if pr.source else pr.kind
@@ -433,20 +446,21 @@ class Lens:
                     pk.startswith("BatchNorm") or a.ndim == 4
             else:
                 rec.params["conv_input"] = a.ndim == 4
-            _channel_moments(rec, a)
+            channel_moments(rec, a, self._col_sums(a))
         im.add(m, q, a.shape)
 
     @staticmethod
-    def _feature_means(rec, a):
-        """Accumulate the mean of each input feature (Linear: last axis; conv: channel axis 1)."""
+    def _feature_means(rec, a, cols=None):
+        """Accumulate the mean of each input feature (Linear: last axis; conv: channel axis 1).
+        ``cols``: :func:`kernels.col_sums` of ``a`` seen as (-1, last axis), if already made."""
         if a.dtype.kind != "f" or a.ndim < 2:
             return
         x = a if a.dtype.itemsize >= 4 else a.astype(np.float32)
         with np.errstate(invalid="ignore", over="ignore"):
-            Lens._feature_means_of(rec, x)
+            Lens._feature_means_of(rec, x, cols)
 
     @staticmethod
-    def _feature_means_of(rec, x):
+    def _feature_means_of(rec, x, cols=None):
         if rec.kind.startswith("Conv") or rec.kind == "conv":
             fm = x.mean(axis=(0,) + tuple(range(2, x.ndim)), dtype=np.float64)
             if x.__class__ is np.ndarray:
@@ -463,10 +477,12 @@ class Lens:
                 rec.params["in_profile_n"] += 1
         else:
             x2 = x.reshape(-1, x.shape[-1])
-            if x2.__class__ is np.ndarray:
-                fm = (ones_cached(x2.shape[0], x2.dtype) @ x2).astype(np.float64) / x2.shape[0]
+            if cols is not None:             # the one-pass column sums (float64)
+                fm = cols[0] / x2.shape[0]
+            elif x2.__class__ is np.ndarray:
+                fm = ones_cached(x2.shape[0], np.float64) @ x2.astype(np.float64) / x2.shape[0]
             else:                            # on the device; the vector of feature means comes back
-                fm = B.to_host(x2.sum(axis=0).astype(np.float64)) / x2.shape[0]
+                fm = B.to_host(x2.astype(np.float64).sum(axis=0)) / x2.shape[0]
         p = rec.params
         old = p.get("in_fmean_sum")
         if old is None or old.shape != fm.shape:
@@ -489,33 +505,33 @@ class Lens:
         else:
             shape = getattr(module, "normalized_shape", (x.shape[-1],))
             axes = tuple(range(x.ndim - len(tuple(shape)), x.ndim))
-        return _norm_stats(x, axes, float(getattr(module, "eps", 1e-5) or 1e-5), module_kind(module) == "RMSNorm",
+        return norm_stats(x, axes, float(getattr(module, "eps", 1e-5) or 1e-5), module_kind(module) == "RMSNorm",
                            params)
 
-    @staticmethod
-    def _memo(store, a, fn):
-        """fn(a), computed once per array per forward pass (``store``: id -> (array, value))."""
-        hit = store.get(id(a))
-        if hit is not None and hit[0] is a:
-            return hit[1]
-        v = fn(a)
-        store[id(a)] = (a, v)
-        return v
-
     def _summary(self, a):
-        return self._memo(self._summ, a, summarize)
+        return _memo(self._summ, a, summarize)
+
+    def _col_sums(self, a):
+        """:func:`kernels.col_sums` of a host float array seen as (-1, last axis), once per array
+        per pass (a Linear's output feeds its op's and its module's unit moments and the next
+        activation's channel moments); None where it does not apply (device arrays, other
+        dtypes, non-contiguous, fewer than 2 dims)."""
+        return _memo(self._cols, a, _col_sums_of)
 
     def _grad_hook(self, rec):
+        summ = self._summ
+
         def hook(g):
             a = g._data
-            sm = self._summary(a) if a.size else None
+            sm = _memo(summ, a, summarize) if a.size else None
             rec.grad.update(a, None, sm)
             if sm is not None and (sm[5] or sm[6]):
                 self._check_finite(rec, "backward", sm)
             if self._detail and a.size:
                 rec.grad.update_numerics(a)
                 if rec.params.get("feeds_mixing"):
-                    rec.add_units(a, _unit_axis(a, rec.params["feeds_mixing"] == "conv"), grad=True)
+                    ax = unit_axis(a, rec.params["feeds_mixing"] == "conv")
+                    rec.add_units(a, ax, grad=True, cols=self._col_sums(a) if ax == a.ndim - 1 else None)
             return None
         return hook
 
@@ -529,8 +545,12 @@ class Lens:
         if a.dtype.kind != "f":
             return                       # masks, indices, comparisons: not a signal
         path = stack[-1]
-        op = op_name(cls)
-        key = self._key(path + ":" + op)
+        op = _OPN.get(cls) or op_name(cls)
+        name = path + ":" + op
+        calls = self._calls                      # (self._key, inline: this runs for every op)
+        k = calls.get(name, 0)
+        calls[name] = k + 1
+        key = name if k == 0 else f"{name}#{k}"
         rec = self.records.get(key)
         new = rec is None
         if new:
@@ -552,7 +572,7 @@ class Lens:
                         derived = False
             if derived:
                 rec.params["param_derived"] = True
-        sm = self._summary(a)
+        sm = _memo(self._summ, a, summarize)
         rec.out.update(a, rec.sat_kind, sm)
         rec.rows = a.shape[0] if a.ndim else 1
         if self._detail:
@@ -582,7 +602,8 @@ class Lens:
         if kwargs or new or op in ("dropout", "softmax", "log_softmax", "sdpa", "batch_norm", "avg_pool"):
             self._op_params(rec, op, args, kwargs, a)
         if self._detail and op in ("linear", "conv"):
-            rec.add_units(a, _unit_axis(a, op == "conv"))
+            ax = unit_axis(a, op == "conv")
+            rec.add_units(a, ax, cols=self._col_sums(a) if ax == a.ndim - 1 else None)
         if op == "sdpa":
             self._sdpa_internals(path, args, res)
         self._produced[id(a)] = (a, key)
@@ -614,13 +635,13 @@ class Lens:
         elif op in ("layer_norm", "rms_norm"):
             x = args[0]._data.astype(np.float64)
             axes = tuple(range(x.ndim - int(kwargs.get("nd", 1)), x.ndim))
-            rec.inp_var_group = _norm_stats(x, axes, float(kwargs.get("eps") or 1e-5), op == "rms_norm", p)
+            rec.inp_var_group = norm_stats(x, axes, float(kwargs.get("eps") or 1e-5), op == "rms_norm", p)
         if op == "batch_norm":
             bs = kwargs.get("batch_stats", True)
             p["batch_stats"] = bool(bs)
             if bs:
                 x = args[0]._data.astype(np.float64)
-                rec.inp_var_group = _norm_stats(x, (0,) + tuple(range(2, x.ndim)), float(kwargs.get("eps") or 1e-5),
+                rec.inp_var_group = norm_stats(x, (0,) + tuple(range(2, x.ndim)), float(kwargs.get("eps") or 1e-5),
                                                 False, p)
             if not bs:
                 p["running_mean"] = _h(kwargs.get("mean")).reshape(-1).astype(np.float64)
@@ -630,7 +651,7 @@ class Lens:
                 p["channel_mean"] = _h(x.mean(axis=axes))
                 p["channel_q"] = _h((x * x).mean(axis=axes))
         elif op == "avg_pool":
-            p["lag_corr"] = _window_correlation(args[0]._data, kwargs.get("kernel_size", (2, 2)))
+            p["lag_corr"] = window_correlation(args[0]._data, kwargs.get("kernel_size", (2, 2)))
 
     def _sdpa_internals(self, path, args, res):
         """Attention logits and probabilities of a fused scaled_dot_product_attention: records
@@ -735,6 +756,7 @@ class Lens:
         self._calls.clear()
         self._produced.clear()
         self._summ.clear()
+        self._cols.clear()
         self._moms.clear()
         self._active = (self.steps_seen % self.every) == 0
         self._detail = self._active and (self.steps_sampled % self.weight_every == 0)
@@ -747,6 +769,7 @@ class Lens:
         self._handles.clear()
         self._produced.clear()
         self._summ.clear()
+        self._cols.clear()
         self._moms.clear()
         self._stack.clear()
         self._active = False
@@ -771,7 +794,7 @@ class Lens:
         return sorted(self.records.values(), key=lambda r: r.order)
 
 
-def _norm_stats(x, axes, eps, rms=False, params=None):
+def norm_stats(x, axes, eps, rms=False, params=None):
     """The mean variance (mean square for RMS norm) nu each normalisation group sees; with
     ``params``, also the mean over groups of nu/(nu + eps) ('shrink': the exact factor of the
     output's second moment, which a pooled nu/(nu + eps) misses when nu is near eps)."""
@@ -789,17 +812,38 @@ def _norm_stats(x, axes, eps, rms=False, params=None):
         return float(np.mean(nu))
 
 
-def _channel_moments(rec, a):
+def _memo(store, a, fn):
+    """fn(a), computed once per array per forward pass (``store``: id -> (array, value))."""
+    hit = store.get(id(a))
+    if hit is not None and hit[0] is a:
+        return hit[1]
+    v = fn(a)
+    store[id(a)] = (a, v)
+    return v
+
+
+def _col_sums_of(a):
+    """kernels.col_sums of ``a`` as (-1, last axis), or None where it does not apply."""
+    if a.__class__ is not np.ndarray or a.ndim < 2 or a.dtype not in _FAST or not a.flags.c_contiguous or not a.size:
+        return None
+    return col_sums(a.reshape(-1, a.shape[-1]))
+
+
+def channel_moments(rec, a, cols=None):
     """Accumulate an activation input's per-channel first three moments (channels: axis 1 of an
     N-d conv map, the last axis otherwise), so the rule can average over channels and correct
-    for skewness."""
+    for skewness.  ``cols``: :func:`kernels.col_sums` of ``a`` as (-1, last axis), if made."""
     if a.dtype.kind != "f" or a.ndim < 2:
         return
-    x = a.astype(np.float64, copy=False)
-    axes = (0,) + tuple(range(2, x.ndim)) if x.ndim >= 3 and rec.params.get("conv_input") else tuple(range(x.ndim - 1))
-    with np.errstate(invalid="ignore", over="ignore"):
-        x2 = x * x
-        m, q, c3 = x.mean(axis=axes), x2.mean(axis=axes), (x2 * x).mean(axis=axes)
+    conv = a.ndim >= 3 and rec.params.get("conv_input")
+    if cols is not None and not conv:         # per last-axis feature: the one-pass column sums
+        m, q, c3 = cols / (a.size // a.shape[-1])
+    else:
+        x = a.astype(np.float64, copy=False)
+        axes = (0,) + tuple(range(2, x.ndim)) if conv else tuple(range(x.ndim - 1))
+        with np.errstate(invalid="ignore", over="ignore"):
+            x2 = x * x
+            m, q, c3 = x.mean(axis=axes), x2.mean(axis=axes), (x2 * x).mean(axis=axes)
     if m.__class__ is not np.ndarray:       # reduced on the device: the three per-channel vectors come back
         m, q, c3 = B.to_host(B.namespace(m).stack([m, q, c3]))
     p = rec.params
@@ -813,9 +857,11 @@ def _channel_moments(rec, a):
 
 
 ACT_OPS = {"relu", "tanh", "sigmoid", "gelu", "silu", "elu", "softplus", "leaky_relu"}
+_ACT_KINDS = (ACT_OPS | set(ACT_NAMES)) - {"Identity"}   # activations whose input's channel moments are kept
+_SHAPED = LINEAR_LIKE | POOL_LIKE                         # modules whose input shape the rules read
 
 
-def _window_correlation(x, kernel):
+def window_correlation(x, kernel):
     """kappa = E[x_a x_b] / E[x^2] over pairs of entries a != b of one pooling window (lags inside
     the kernel, pooled over channels and positions): the measured input structure the
     average-pool rule needs."""

@@ -64,7 +64,7 @@ import numpy as np
 
 from varlens.core import array as B
 from varlens.core.array import ones_cached
-from varlens.lens.kernels import row_stats
+from varlens.lens.kernels import headroom_counts, row_stats
 
 SAT_LEVEL = 0.99
 # float16 / bfloat16 limits (IEEE binary16; bfloat16 shares float32's exponent range)
@@ -185,9 +185,9 @@ def summarize(a):
     """
     if a.ndim == 0:
         a = a.reshape(1, 1)
-    if _on_device(a):
+    if a.__class__ is not np.ndarray and _on_device(a):
         return _device_summary(a)
-    rows2 = a.reshape(a.shape[0], -1)
+    rows2 = a if a.ndim == 2 else a.reshape(a.shape[0], -1)
     r = None
     if rows2.dtype in _FAST and rows2.size and rows2.flags.c_contiguous:
         r = row_stats(rows2)
@@ -316,7 +316,10 @@ class Stats:
         self.shape = a.shape
         if a.size == 0:
             return
-        self.merge(summarize(a) if summary is None else summary)
+        p = self._pend                   # (self.merge, inline)
+        p.append(summarize(a) if summary is None else summary)
+        if len(p) >= 64:
+            self._fold()
         if kind is not None:
             self._saturation(a.reshape(a.shape[0], -1) if (a.ndim and kind != "softmax") else a, kind)
 
@@ -328,19 +331,36 @@ class Stats:
             self._fold()
 
     def _fold(self):
+        """Merge the queued summaries (Chan's formulas of _merge_moments and _merge_rows, written
+        out in one loop with the totals in locals)."""
         pend, self._pend = self._pend, []
+        na, mu, m2a, top = self._n, self._mean, self._m2, self._amax
+        ra, rmu, rm2 = self._rows, self._rq_mean, self._rq_m2
+        zs, nans, infs = self._zeros, self._nan, self._inf
         for n, mean, m2, amax, zeros, nan, inf, rows, width in pend:
             self._width = width
-            self._nan += nan
-            self._inf += inf
+            nans += nan
+            infs += inf
             if n == 0:
                 continue
-            self._merge_moments(n, mean, m2)
-            if amax > self._amax:
-                self._amax = amax
-            self._zeros += zeros
-            if rows[0]:
-                self._merge_rows(*rows)
+            t = na + n
+            d = mean - mu
+            mu += d * n / t
+            m2a += m2 + d * d * na * n / t
+            na = t
+            if amax > top:  # noqa: PLR1730  (no max() call in the merge loop)
+                top = amax
+            zs += zeros
+            rn = rows[0]
+            if rn:
+                t = ra + rn
+                d = rows[1] - rmu
+                rmu += d * rn / t
+                rm2 += rows[2] + d * d * ra * rn / t
+                ra = t
+        self._n, self._mean, self._m2, self._amax = na, mu, m2a, top
+        self._rows, self._rq_mean, self._rq_m2 = ra, rmu, rm2
+        self._zeros, self._nan, self._inf = zs, nans, infs
 
     def update_param(self, a):
         """Statistics for a parameter or its gradient (one array per step): mean, second
@@ -474,13 +494,11 @@ class Stats:
             self.over16 += int(h[2])
             self.num_n += int(s.size)
             return
-        s = np.abs(flat[::step])
-        with np.errstate(invalid="ignore"):
-            nz = s > 0
-            self.tiny16 += int(np.count_nonzero(nz & (s < F16_TINY)))
-            self.tiny_bf16 += int(np.count_nonzero(nz & (s < BF16_TINY)))
-            self.over16 += int(np.count_nonzero(s > F16_MAX))
-        self.num_n += int(s.size)
+        a, b, c, n = headroom_counts(flat, step, F16_TINY, BF16_TINY, F16_MAX)
+        self.tiny16 += a
+        self.tiny_bf16 += b
+        self.over16 += c
+        self.num_n += n
 
     def headroom(self):
         """Float16/bfloat16 headroom: max |x| against each type's largest value (log2 margin; < 0:
@@ -638,20 +656,23 @@ class Record:
             return _array_of(getattr(self.module, name, None))
         return None
 
-    def add_units(self, a, axis, grad=False):
+    def add_units(self, a, axis, grad=False, cols=None):
         """Accumulate the per-unit second moment of output ``a`` (or of its gradient, ``grad``)
-        with units along ``axis``."""
+        with units along ``axis`` (accumulated in float64).  ``cols``: the
+        :func:`varlens.lens.kernels.col_sums` of ``a`` seen as (-1, last axis), when ``axis`` is
+        the last one and the caller has them already."""
         if a.ndim == 0 or a.dtype.kind != "f":
             return
-        if _on_device(a):     # reduced on the device; the vector of units comes back
+        if cols is not None:
+            u = cols[1] / (a.size // a.shape[-1])
+        elif _on_device(a):     # reduced on the device; the vector of units comes back
             xp = B.namespace(a)
-            x = (a if axis == a.ndim - 1 else xp.moveaxis(a, axis, -1)).reshape(-1, a.shape[axis])
-            u = B.to_host((x * x).sum(axis=0).astype(np.float64)) / x.shape[0]
+            x = (a if axis == a.ndim - 1 else xp.moveaxis(a, axis, -1)).reshape(-1, a.shape[axis]).astype(np.float64)
+            u = B.to_host((x * x).sum(axis=0)) / x.shape[0]
         else:
             x = (a if axis == a.ndim - 1 else np.moveaxis(a, axis, -1)).reshape(-1, a.shape[axis])
             with np.errstate(over="ignore", invalid="ignore"):
-                # accumulated in the array's own precision (a noise estimate needs no more than float32's)
-                u = np.einsum("ij,ij->j", x, x).astype(np.float64) / x.shape[0]
+                u = np.einsum("ij,ij->j", x, x, dtype=np.float64) / x.shape[0]
         fq, fc = ("grad_unit_q", "grad_unit_calls") if grad else ("unit_q", "unit_calls")
         cur = getattr(self, fq)
         if cur is None or cur.shape != u.shape:

@@ -12,7 +12,9 @@ How the torch model is seen:
 * **Modules**: a forward pre-hook and a forward hook (``always_call=True``, so an exception inside
   a forward cannot leave the bookkeeping half-done) on every module keep the stack of the modules
   that are running (the innermost one names an op) and record each module call (``name``,
-  ``name#k`` for the k-th extra call in one forward pass).
+  ``name#k`` for the k-th extra call in one forward pass).  The hooks are registered only for
+  sampled steps (``step()`` registers them before a sampled step and removes them after it), so
+  between samples the model runs exactly as without the lens.
 * **Ops**: while the model's forward runs on a sampled step, a ``torch.overrides.TorchFunctionMode``
   sees every function the code calls (``F.linear``, ``x + y``, ``torch.softmax``,
   ``F.scaled_dot_product_attention`` ...), so functional code, residual additions and attention are
@@ -24,9 +26,16 @@ How the torch model is seen:
   ``nn.TransformerEncoderLayer``'s fused inference paths on sampled steps: the same maths run through
   ``F.multi_head_attention_forward`` (one op row: its internals are C++ and Python code the mode
   does not see).
-* **Gradients**: ``Tensor.register_hook`` on each recorded output (not full backward module hooks,
-  which fail on in-place ops); a hook registered before an in-place op receives the gradient with
-  respect to the value before it, which is the value the forward statistics describe.
+  A model made only of modules whose forward is one torch function (``Linear``, ``ReLU``, ``Tanh``,
+  ``Dropout``, ``Flatten`` ...: ``_LEAF_CALLS``) inside ``Sequential`` containers needs no function
+  mode: each leaf's op is recorded from its module hook with the function, arguments and keywords
+  the mode would have seen (the same records; tests/test_lens_torch.py checks both ways), which
+  saves the mode's Python dispatch on every op of a plain MLP.
+* **Gradients**: a hook on each recorded output (not full backward module hooks, which fail on
+  in-place ops): a pre-hook on the autograd node that made it, reading that output's gradient
+  (what ``Tensor.register_hook`` installs, without its Python wrapper; ``register_hook`` for a
+  leaf); a hook registered before an in-place op receives the gradient with respect to the value
+  before it, which is the value the forward statistics describe.
   Under ``torch.no_grad`` nothing requires grad: forward rows only.
 * **Statistics** are read where the tensor is.  A C-contiguous float32/float64 CPU tensor is read in
   place (a zero-copy NumPy view of its memory) by the same compiled one-pass kernel the varlens
@@ -48,9 +57,10 @@ import math
 import numpy as np
 
 from varlens.lens import records as R
+from varlens.lens.kernels import col_sums
 from varlens.lens.probes import (ACT_NAMES, ACT_OPS, CROSS_OPS, LINEAR_LIKE, MIXING_KINDS, NORM_LIKE, OP_PARAM_NAMES,
-                                 OP_SATURATING, POOL_LIKE, Lens, _channel_moments, _norm_stats, _saturation_kind,
-                                 _unit_axis, module_kind, module_selected)
+                                 OP_SATURATING, POOL_LIKE, Lens, channel_moments, module_kind, module_selected,
+                                 norm_stats, saturation_kind, unit_axis, window_correlation)
 
 _torch = None       # the torch module, bound by the first TorchLens (this file never imports it at load)
 _MODE = None        # the TorchFunctionMode subclass (made once torch is imported)
@@ -102,6 +112,23 @@ def _bind_torch():
 
     global _HOST_DTYPES
     _HOST_DTYPES = (torch.float32, torch.float64)
+    nn, F = torch.nn, torch.nn.functional
+    # modules whose forward is one torch function: (function, args, kwargs) exactly as the function
+    # mode would see that call (tests/test_lens_torch.py checks both ways give the same records);
+    # a model made of these and Sequential containers only is recorded without the function mode
+    _LEAF_CALLS.update({
+        nn.Linear: lambda m, x: (F.linear, (x, m.weight, m.bias), {}),
+        nn.ReLU: lambda m, x: (F.relu, (x,), {"inplace": m.inplace}),
+        nn.Tanh: lambda m, x: (torch.tanh, (x,), {}),
+        nn.Sigmoid: lambda m, x: (torch.sigmoid, (x,), {}),
+        nn.GELU: lambda m, x: (F.gelu, (x,), {"approximate": m.approximate}),
+        nn.SiLU: lambda m, x: (F.silu, (x,), {"inplace": m.inplace}),
+        nn.LeakyReLU: lambda m, x: (F.leaky_relu, (x,), {"negative_slope": m.negative_slope, "inplace": m.inplace}),
+        nn.Dropout: lambda m, x: (F.dropout, (x,), {"p": m.p, "training": m.training, "inplace": m.inplace}),
+        nn.Flatten: lambda m, x: (torch.Tensor.flatten, (x, m.start_dim, m.end_dim), {}),
+        nn.Identity: lambda m, x: None,
+    })
+    _CONTAINERS.add(nn.Sequential)
     _torch, _MODE, _F64 = torch, _OpMode, torch.float64
 
 
@@ -201,6 +228,8 @@ def _first_tensor(obj):
     T = _torch.Tensor
     if isinstance(obj, T):
         return obj
+    if obj.__class__ is tuple and obj and isinstance(obj[0], T):     # a module's positional arguments
+        return obj[0]
     return next((x for x in _torch.utils._pytree.tree_leaves(obj) if isinstance(x, T)), None)
 
 
@@ -228,6 +257,8 @@ def _host_view(t):
 
 
 _HOST_DTYPES = ()                   # torch.float32, torch.float64 once torch is bound
+_LEAF_CALLS = {}                    # module class -> f(module, input) -> (function, args, kwargs) or None
+_CONTAINERS = set()                 # module classes whose forward only calls their children
 
 
 def torch_summary(t):
@@ -366,11 +397,7 @@ def _update_param(stats, t):
 
 
 def _add_units(rec, t, axis, grad=False):
-    """Record.add_units for a torch tensor (by torch ops where it is not a host array)."""
-    a = _host_view(t)
-    if a is not None:
-        rec.add_units(a, axis, grad=grad)
-        return
+    """Record.add_units for a torch tensor that is not a host array (by torch ops)."""
     if t.dim() == 0 or not t.is_floating_point():
         return
     x = t.detach().movedim(axis, -1).reshape(-1, t.shape[axis]).to(_F64)
@@ -418,19 +445,43 @@ class TorchLens(Lens):
         self._calls = {}
         self._produced = {}       # id(tensor) -> (tensor, version, key)          within one pass
         self._summ = {}           # id(tensor) -> (tensor, version, summary, host view)
+        self._cols = {}           # id(tensor) -> (tensor, version, col_sums) on detail steps
         self._moms = {}           # id(tensor) -> (tensor, version, moments) of inputs no record produced
         self._alias = {}          # id(view) -> (view, base): views pass their base's moments and producer on
         self._gsumm = {}          # id(grad) -> (grad, summary)                    within one backward
         self._stack = []          # paths of the modules running now (innermost last)
         self._pre = []            # input moments of in-place modules, taken before they ran
         self._order = 0
-        self._mode = None
+        self._mode = None         # the function mode while it is entered
+        self._mode_obj = None     # the lens's function mode (made on first use, entered once per sampled pass)
+        self._in_pass = False     # the root module's forward is running on a sampled step
+        self._detached = False
+        # the function mode is only needed where a module's forward is code the lens cannot name;
+        # a model made of one-function leaves (Linear, ReLU ...) in Sequential containers has each
+        # leaf's op recorded from its module hook
+        self._use_mode = self.ops and not all(type(m) in _LEAF_CALLS or type(m) in _CONTAINERS
+                                              for m in model.modules())
+        self._hooks = []          # (module, pre hook, post hook), registered only while a step is sampled
         for name, mod in model.named_modules():
             path = name or "(model)"
             rec = module_selected(modules, name, mod)
             root = mod is model
-            self._handles.append(mod.register_forward_pre_hook(self._make_pre(path, root)))
-            self._handles.append(mod.register_forward_hook(self._make_post(path, rec, root), always_call=True))
+            leaf = _LEAF_CALLS.get(type(mod)) if (self.ops and not self._use_mode) else None
+            self._hooks.append((mod, self._make_pre(path, root), self._make_post(path, rec, root, leaf)))
+        self._attach()
+
+    def _attach(self):
+        """Register the module hooks (for a sampled step; between samples the model runs bare)."""
+        if self._handles or self._detached:
+            return
+        for mod, pre, post in self._hooks:
+            self._handles.append(mod.register_forward_pre_hook(pre))
+            self._handles.append(mod.register_forward_hook(post, always_call=True))
+
+    def _release(self):
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
 
     # ------------------------------------------------------------------ module hooks
     def _make_pre(self, path, root):
@@ -440,28 +491,38 @@ class TorchLens(Lens):
             if not self._active:
                 return None
             self._stack.append(path)
-            if getattr(module, "inplace", False) is True:   # its input will be overwritten: read it now
+            if module.__dict__.get("inplace") is True:       # its input will be overwritten: read it now
                 with _torch._C.DisableTorchFunction():
                     x = _first_tensor(args)
                     self._pre.append(self._input_moments(x) if x is not None else None)
-            if root and self.ops and self._mode is None:
-                self._mode = _MODE(self)
-                self._mode.__enter__()
+            if root:
+                self._in_pass = True
+                if self._use_mode and self._mode is None:
+                    if self._mode_obj is None:
+                        self._mode_obj = _MODE(self)
+                    self._mode = self._mode_obj
+                    self._mode.__enter__()
             return None
         return pre
 
-    def _make_post(self, path, rec, root):
+    def _make_post(self, path, rec, root, leaf):
         def post(module, args, output):
             try:
                 if self._active:
                     st = self._stack
-                    if st and st[-1] == path:
-                        st.pop()
-                    elif path in st:                      # a child raised past its hook: unwind
-                        del st[st.index(path):]
-                    pre = self._pre.pop() if getattr(module, "inplace", False) is True and self._pre else None
-                    if rec and output is not None:
-                        with _torch._C.DisableTorchFunction():
+                    pre = self._pre.pop() if module.__dict__.get("inplace") is True and self._pre else None
+                    with _torch._C.DisableTorchFunction():
+                        if leaf is not None and self._in_pass and output is not None and st and st[-1] == path \
+                                and args and isinstance(args[0], _torch.Tensor):
+                            call = leaf(module, args[0])
+                            if call is not None:      # the op the function mode would have seen
+                                func, fargs, fkw = call
+                                self._op(_op_name(func), func, fargs, fkw, output, pre)
+                        if st and st[-1] == path:
+                            st.pop()
+                        elif path in st:                      # a child raised past its hook: unwind
+                            del st[st.index(path):]
+                        if rec and output is not None:
                             self._record_module(path, module, args, output, pre)
             finally:
                 if root:
@@ -473,6 +534,7 @@ class TorchLens(Lens):
         self._calls.clear()
         self._produced.clear()
         self._summ.clear()
+        self._cols.clear()
         self._moms.clear()
         self._alias.clear()
         self._stack.clear()
@@ -481,6 +543,7 @@ class TorchLens(Lens):
     def _end_pass(self, *args):
         """The model's forward returned (or raised): leave the function mode; the next call of a
         module is its first use again (several passes per step merge into the same records)."""
+        self._in_pass = False
         if self._mode is not None:
             mode, self._mode = self._mode, None
             mode.__exit__(None, None, None)
@@ -555,28 +618,57 @@ class TorchLens(Lens):
                 prod.consumers.append(rec.key)
         # what the rules read besides moments: the varlens recorder's own functions, on the
         # tensor's memory (a host copy off the CPU)
-        if i == 0 and module is not None and rec.kind in NORM_LIKE:
-            a = _host(x)
-            rec.inp_var_group = Lens._group_var(module, a, rec.params)
-            if rec.kind.startswith("BatchNorm") and not module.training:
-                xd = a.astype(np.float64)
-                axes = (0,) + tuple(range(2, xd.ndim))
-                rec.params["channel_mean"] = xd.mean(axis=axes)
-                rec.params["channel_q"] = (xd * xd).mean(axis=axes)
-        if i == 0 and module is not None and rec.kind in _SHAPED:
-            rec.params["in_shape"] = tuple(x.shape)
-        if i == 0 and self._detail and rec.kind in MIXING_KINDS:
-            Lens._feature_means(rec, _host(x))
-        if i == 0 and self._detail and (rec.kind in ACT_OPS or rec.kind in ACT_NAMES) and rec.kind != "Identity":
-            if prev is not None:
-                pr = self.records[prev]
-                pk = self.records[pr.source].kind if pr.source else pr.kind
-                rec.params["conv_input"] = pk.startswith("Conv") or pk in ("conv", "batch_norm") or \
-                    pk.startswith("BatchNorm") or x.dim() == 4
-            else:
-                rec.params["conv_input"] = x.dim() == 4
-            _channel_moments(rec, _host(x))
+        if i:
+            im.add(mean, q, tuple(x.shape))
+            return
+        kind = rec.kind
+        if module is not None:
+            if kind in NORM_LIKE:
+                a = _host(x)
+                rec.inp_var_group = self._group_var(module, a, rec.params)
+                if kind.startswith("BatchNorm") and not module.training:
+                    xd = a.astype(np.float64)
+                    axes = (0,) + tuple(range(2, xd.ndim))
+                    rec.params["channel_mean"] = xd.mean(axis=axes)
+                    rec.params["channel_q"] = (xd * xd).mean(axis=axes)
+            elif kind in _SHAPED:
+                rec.params["in_shape"] = tuple(x.shape)
+        if self._detail:
+            if kind in MIXING_KINDS:
+                a = _host_view(x)
+                self._feature_means(rec, _host(x) if a is None else a, self._col_sums(x, a))
+            elif kind in _ACT_KINDS:
+                if prev is not None:
+                    pr = self.records[prev]
+                    pk = self.records[pr.source].kind if pr.source else pr.kind
+                    rec.params["conv_input"] = pk.startswith("Conv") or pk in ("conv", "batch_norm") or \
+                        pk.startswith("BatchNorm") or x.dim() == 4
+                else:
+                    rec.params["conv_input"] = x.dim() == 4
+                a = _host_view(x)
+                channel_moments(rec, _host(x) if a is None else a, self._col_sums(x, a))
         im.add(mean, q, tuple(x.shape))
+
+    def _col_sums(self, t, a):
+        """:func:`varlens.lens.kernels.col_sums` of ``a`` (the host view of ``t``) seen as (-1, last
+        axis), once per tensor version per pass (a Linear's output feeds its op's and module's
+        unit moments and the next activation's channel moments); None without a host view."""
+        if a is None or a.ndim < 2 or not a.size:
+            return None
+        hit = self._cols.get(id(t))
+        if hit is not None and hit[0] is t and hit[1] == t._version:
+            return hit[2]
+        c = col_sums(a.reshape(-1, a.shape[-1]))
+        self._cols[id(t)] = (t, t._version, c)
+        return c
+
+    def _units(self, rec, t, axis, grad=False):
+        """Record.add_units for a torch tensor (by torch ops where it is not a host array)."""
+        a = _host_view(t)
+        if a is not None:
+            rec.add_units(a, axis, grad=grad, cols=self._col_sums(t, a) if axis == a.ndim - 1 else None)
+        else:
+            _add_units(rec, t, axis, grad)
 
     def _measure(self, rec, t, check=True):
         """Output statistics of a record (and the gradient hook on the output); True if the
@@ -596,7 +688,12 @@ class TorchLens(Lens):
             h = rec.grad_hook
             if h is None:
                 h = rec.grad_hook = self._grad_hook(rec)
-            t.register_hook(h)
+            fn = t.grad_fn
+            if fn is None:
+                t.register_hook(h)
+            else:       # a pre-hook on the node that made t: what t.register_hook installs, without its Python wrapper
+                nr = t.output_nr
+                fn.register_prehook(lambda gs: None if gs[nr] is None else h(gs[nr]))
         return bad
 
     def _grad_hook(self, rec):
@@ -614,7 +711,7 @@ class TorchLens(Lens):
             if self._detail and g.numel():
                 _update_numerics(rec.grad, g)
                 if rec.params.get("feeds_mixing"):
-                    _add_units(rec, g, _unit_axis(g, rec.params["feeds_mixing"] == "conv"), grad=True)
+                    self._units(rec, g, unit_axis(g, rec.params["feeds_mixing"] == "conv"), grad=True)
             return None
         return hook
 
@@ -625,7 +722,7 @@ class TorchLens(Lens):
         if rec is None:
             rec = self._new(key, path=path, level="module", kind=module_kind(module), cls=type(module).__name__,
                             module=module)
-            rec.sat_kind = _saturation_kind(module)
+            rec.sat_kind = saturation_kind(module)
         out = _first_tensor(output)
         inp = _first_tensor(args)
         src = None
@@ -647,7 +744,7 @@ class TorchLens(Lens):
             if rec.params.get("training") is None:
                 rec.params["training"] = bool(module.training)
             if self._detail and rec.kind in LINEAR_LIKE:
-                _add_units(rec, out, _unit_axis(out, rec.kind.startswith("Conv")))
+                self._units(rec, out, unit_axis(out, rec.kind.startswith("Conv")))
         else:
             out = None
         if inp is not None and inp.is_floating_point():
@@ -736,7 +833,7 @@ class TorchLens(Lens):
         if new or kwargs or op in _PARAMS_EVERY_CALL:   # as probes.Lens: the others' parameters are fixed
             self._op_params(rec, op, named, kwargs, t)
         if self._detail and op in ("linear", "conv"):
-            _add_units(rec, t, _unit_axis(t, op == "conv"))
+            self._units(rec, t, unit_axis(t, op == "conv"))
         if op == "sdpa":
             nm = {k: v for k, v in named if k is not None}
             q = nm.get("query")
@@ -774,7 +871,7 @@ class TorchLens(Lens):
             elif op == "layer_norm":
                 p["eps"] = 1e-5
             axes = tuple(range(x.dim() - nd, x.dim()))
-            rec.inp_var_group = _norm_stats(_host(x).astype(np.float64), axes, float(p.get("eps") or 1e-5),
+            rec.inp_var_group = norm_stats(_host(x).astype(np.float64), axes, float(p.get("eps") or 1e-5),
                                             op == "rms_norm", p)
         elif op == "conv" and isinstance(x, _torch.Tensor):
             k = x.dim() - 2
@@ -798,7 +895,7 @@ class TorchLens(Lens):
             p["axes"] = axes
             p["pshape"] = tuple(x.shape[1] if i == 1 else 1 for i in range(x.dim()))
             if bs:
-                rec.inp_var_group = _norm_stats(_host(x).astype(np.float64), axes, p["eps"], False, p)
+                rec.inp_var_group = norm_stats(_host(x).astype(np.float64), axes, p["eps"], False, p)
             else:
                 p["running_mean"] = rm.detach().to(_F64).reshape(-1).cpu().numpy()
                 p["running_var"] = rv.detach().to(_F64).reshape(-1).cpu().numpy()
@@ -816,9 +913,8 @@ class TorchLens(Lens):
             else:
                 p["count_include_pad"] = bool(named.get("count_include_pad", True))
             if op == "avg_pool":
-                from varlens.lens.probes import _window_correlation
                 a = _host_view(x)
-                p["lag_corr"] = _window_correlation(a if a is not None else x.detach().cpu().numpy(), k)
+                p["lag_corr"] = window_correlation(a if a is not None else x.detach().cpu().numpy(), k)
 
     def _sdpa_internals(self, path, named):
         """``<path>:sdpa.logits`` and ``<path>:sdpa.softmax`` of a fused scaled_dot_product_attention,
@@ -915,12 +1011,15 @@ class TorchLens(Lens):
         self._gsumm.clear()
         self._active = (self.steps_seen % self.every) == 0
         self._detail = self._active and (self.steps_sampled % self.weight_every == 0)
+        if self._active:
+            self._attach()
+        else:
+            self._release()
 
     def detach(self):
         """Remove every hook; the model then runs as if the lens had never been attached."""
-        for h in self._handles:
-            h.remove()
-        self._handles.clear()
+        self._detached = True
+        self._release()
         self._end_pass()
         self._gsumm.clear()
         self._active = False
@@ -929,6 +1028,7 @@ class TorchLens(Lens):
 _PARAMS_EVERY_CALL = {"dropout", "softmax", "log_softmax", "sdpa", "batch_norm", "avg_pool", "layer_norm",
                       "rms_norm"}
 _SHAPED = LINEAR_LIKE | POOL_LIKE        # module kinds whose rule reads the input's shape
+_ACT_KINDS = (ACT_OPS | set(ACT_NAMES)) - {"Identity"}   # activations whose input's channel moments are kept
 
 
 def _is_param(t):

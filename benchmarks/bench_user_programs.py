@@ -631,6 +631,13 @@ def first_call_seconds(cold):
         "p, _ = R.cross_entropy(x, t); R.cross_entropy_grad(p, t, 1.0)\n"
         "y, m, r = R.layer_norm(x, w, w, 1e-5); R.layer_norm_grad(x, x, w, m, r)\n"
         "O.adadelta_step(x.copy(), x, x.copy(), x.copy(), 1.0, 0.9, 1e-6, 0.0, False)\n"
+        "O.adam_step(x.copy(), x, x.copy(), x.copy(), 0.01, 0.9, 0.999, 1e-8, 1.0, 0.0, False, False)\n"
+        "O.sgd_momentum_step(x.copy(), x, x.copy(), 0.1, 0.9)\n"
+        "from varlens.ops.kernels import recurrent as RK\n"
+        "f, b = RK.lstm_step_kernels(x); a = np.zeros((1, 8, 2), np.float32)\n"
+        "c = np.zeros((2, 2, 2), np.float32); h = np.zeros((2, 2), np.float32)\n"
+        "f(a, c, c[:1], np.zeros((5, 2, 2), np.float32), 0, 0, 1, 1, 1)\n"
+        "b(a, c[:1], c, 0, c, 1, h, h.copy(), a.copy(), 0)\n"
         "print(time.process_time() - t0)\n")
     env = dict(os.environ)
     with tempfile.TemporaryDirectory() as d:

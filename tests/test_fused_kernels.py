@@ -123,6 +123,45 @@ def test_gelu_kernel_numpy_and_torch_agree():
 
 
 @needs_numba
+def test_tanh_gelu_kernel_numpy_and_torch_agree():
+    x = np.concatenate([f32(3000, scale=3.0), np.array([-20, -9, -5, 0, 5, 9, 20], np.float32)])
+    g = f32(x.size)
+    xt = torch.tensor(x.astype(np.float64), requires_grad=True)
+    torch.nn.functional.gelu(xt, approximate="tanh").backward(torch.tensor(g.astype(np.float64)))
+    ref = torch.nn.functional.gelu(xt.detach(), approximate="tanh").numpy()
+    for uk in (True, False):
+        close(KP.gelu_tanh(x, use_kernel=uk), ref, atol=2e-6, rtol=1e-5)
+        close(KP.gelu_tanh_grad(g, x, use_kernel=uk), xt.grad.numpy(), atol=4e-6, rtol=1e-5)
+    close(KP.gelu_tanh(x, use_kernel=True), KP.gelu_tanh(x, use_kernel=False), atol=2e-6, rtol=1e-5)
+    close(KP.gelu_tanh_grad(g, x, use_kernel=True), KP.gelu_tanh_grad(g, x, use_kernel=False), atol=4e-6, rtol=1e-5)
+    a = vl.tensor(x[:3000].reshape(30, 100), requires_grad=True)
+    b = torch.tensor(x[:3000].reshape(30, 100), requires_grad=True)
+    vl.nn.functional.gelu(a, approximate="tanh").backward(vl.tensor(g[:3000].reshape(30, 100)))
+    torch.nn.functional.gelu(b, approximate="tanh").backward(torch.tensor(g[:3000].reshape(30, 100)))
+    close(a.grad.numpy(), b.grad.numpy(), atol=4e-6, rtol=1e-5)
+
+
+@needs_numba
+def test_sdpa_with_a_tril_mask_takes_the_compiled_causal_path():
+    """A model's own boolean tril(ones(L, L)) mask is recognised as causal (fused kernels),
+    with torch's results; a mask that only looks similar is not."""
+    A = [vl.tensor(f32(2, 3, 7, 4), requires_grad=True) for _ in range(3)]
+    T = [torch.tensor(a.detach().numpy(), requires_grad=True) for a in A]
+    g = f32(2, 3, 7, 4)
+    for m in (np.tril(np.ones((7, 7), bool)), np.tril(np.ones((7, 7), bool), k=-1) | np.eye(7, dtype=bool)[::-1]):
+        for t in A + T:
+            t.grad = None
+        ya = vl.nn.functional.scaled_dot_product_attention(*A, attn_mask=vl.tensor(m[None, None]))
+        yt = torch.nn.functional.scaled_dot_product_attention(*T, attn_mask=torch.tensor(m[None, None]))
+        assert ya.grad_fn.fused == bool((m == np.tril(np.ones((7, 7), bool))).all())
+        ya.backward(vl.tensor(g))
+        yt.backward(torch.tensor(g))
+        close(ya.detach().numpy(), yt.detach().numpy(), atol=1e-6)
+        for a, t in zip(A, T):
+            close(a.grad.numpy(), t.grad.numpy(), atol=2e-6)
+
+
+@needs_numba
 def test_relu_grad_kernel_numpy_and_torch_agree():
     x, g = f32(40, 70), f32(40, 70)
     x[0, :5] = 0.0
@@ -164,6 +203,61 @@ def test_adadelta_kernel_matches_torch_over_steps(wd, maximize):
     close(w, tp.detach().numpy(), atol=1e-6)
     close(vp.detach().numpy(), tp.detach().numpy(), atol=1e-6)
     assert not KO.adadelta_step(w.astype(np.float64), g, sq, acc, 1.0, 0.9, 1e-6, wd, maximize)
+
+
+def _three_optimisers(name, kw, kernel, monkeypatch, steps=5):
+    """Run optimiser ``name`` for a few float32 steps in PyTorch, in varlens (through the compiled
+    update ``kernel`` of ops/kernels/optim.py, counted) and in varlens with that kernel switched
+    off (the NumPy update).  Returns (torch param, torch opt, varlens param, varlens opt,
+    NumPy-path param, kernel calls)."""
+    w0 = f32(300, 7)
+    tp = torch.nn.Parameter(torch.tensor(w0))
+    topt = getattr(torch.optim, name)([tp], **kw)
+    vp, np_p = vl.nn.Parameter(vl.tensor(w0)), vl.nn.Parameter(vl.tensor(w0))
+    vopt, np_opt = getattr(vl.optim, name)([vp], **kw), getattr(vl.optim, name)([np_p], **kw)
+    calls = []
+    real = getattr(KO, kernel)
+    monkeypatch.setattr(KO, kernel, lambda *a: calls.append(1) or real(*a))
+    for _ in range(steps):
+        g = f32(300, 7)
+        tp.grad = torch.tensor(g)
+        topt.step()
+        vp.grad = vl.tensor(g)
+        vopt.step()
+        np_p.grad = vl.tensor(g)
+        with monkeypatch.context() as m:
+            m.setattr(KO, kernel, lambda *a: False)   # the NumPy update
+            np_opt.step()
+    return tp, topt, vp, vopt, np_p, len(calls)
+
+
+@needs_numba
+@pytest.mark.parametrize("name,kw", [("Adam", dict(lr=0.01)), ("AdamW", dict(lr=0.02, weight_decay=0.1)),
+                                     ("Adam", dict(lr=0.01, weight_decay=0.05, maximize=True, eps=1e-3)),
+                                     ("AdamW", dict(lr=0.01, betas=(0.3, 0.9)))])
+def test_adam_kernel_matches_numpy_and_torch_over_steps(name, kw, monkeypatch):
+    """The compiled Adam/AdamW update (float32) against PyTorch's and the NumPy update, 5 steps."""
+    tp, topt, vp, vopt, np_p, calls = _three_optimisers(name, kw, "adam_step", monkeypatch)
+    assert calls == 5
+    close(vp.detach().numpy(), tp.detach().numpy(), atol=2e-6)
+    np.testing.assert_array_equal(vp.detach().numpy(), np_p.detach().numpy())   # rounded step by step alike
+    for key in ("exp_avg", "exp_avg_sq"):
+        close(vopt.state[vp][key].numpy(), topt.state[tp][key].numpy(), atol=1e-6)
+    w = f32(3, 2).astype(np.float64)
+    assert not KO.adam_step(w, w, w.copy(), w.copy(), 0.01, 0.9, 0.999, 1e-8, 1.0, 0.0, False, False)
+
+
+@needs_numba
+def test_sgd_momentum_kernel_matches_numpy_and_torch_over_steps(monkeypatch):
+    """Heavy-ball SGD's compiled update (float32) against PyTorch's and the NumPy update."""
+    tp, topt, vp, vopt, np_p, calls = _three_optimisers("SGD", dict(lr=0.05, momentum=0.9),
+                                                        "sgd_momentum_step", monkeypatch)
+    assert calls == 4          # the first step only copies g into the buffer
+    close(vp.detach().numpy(), tp.detach().numpy(), atol=1e-6)
+    np.testing.assert_array_equal(vp.detach().numpy(), np_p.detach().numpy())   # rounded step by step alike
+    close(vopt.state[vp]["momentum_buffer"].numpy(), topt.state[tp]["momentum_buffer"].numpy(), atol=1e-6)
+    w = f32(3, 2).astype(np.float64)
+    assert not KO.sgd_momentum_step(w, w, w.copy(), 0.1, 0.9)
 
 
 @needs_numba
@@ -260,7 +354,7 @@ def test_causal_sdpa_float32_fused_path_matches_torch():
             close(a.grad.numpy(), t.grad.numpy(), atol=2e-6)
 
 
-@pytest.mark.parametrize("case", ["pow3", "gelu", "relu", "tanh", "softmax", "log_softmax", "layer_norm", "cross_entropy",
+@pytest.mark.parametrize("case", ["pow3", "gelu", "gelu_tanh", "relu", "tanh", "softmax", "log_softmax", "layer_norm", "cross_entropy",
                                   "sdpa"])
 def test_float64_gradients_of_the_dispatching_ops(case):
     """float64 runs the NumPy path: central differences through the public ops."""
@@ -269,6 +363,7 @@ def test_float64_gradients_of_the_dispatching_ops(case):
     fns = {
         "pow3": lambda a: a ** 3,
         "gelu": F.gelu,
+        "gelu_tanh": lambda a: F.gelu(a, approximate="tanh"),
         "relu": lambda a: F.relu(a + 0.05),
         "tanh": vl.tanh,
         "softmax": lambda a: F.softmax(a, -1),

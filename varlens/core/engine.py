@@ -9,6 +9,8 @@ forward op is undone.
 """
 from __future__ import annotations
 
+from sys import getrefcount as _refcount
+
 from varlens.core import grad_mode as _gm
 from varlens.core.anomaly import check_backward as _check_backward
 from varlens.core.function import Function
@@ -175,12 +177,24 @@ def _run_arrays(order, grads, retain_graph):
     waiting = set()
     given = set()
     owned = set()  # ids of sums this loop created itself (safe to add into in place)
+    # Gradients of basic slices (a node with ``slice_key``: x[2:5], the pieces of split/chunk/
+    # unbind) wait here, per input, and are written into ONE buffer of the input's shape when
+    # that input's turn comes (nodes) or at the end (leaves), instead of each slice's backward
+    # making a zero array of the full shape for the engine to add up.
+    slices = {}       # node -> [(key, g), ...]
+    leaf_slices = {}  # id(leaf) -> (leaf, [(key, g), ...])
     enabled = _gm._enabled
     prev = enabled[0]
     enabled[0] = False
     try:
         for node in order:
             g = grads.pop(node, None)
+            if slices:
+                pend = slices.pop(node, None)
+                if pend is not None:
+                    for _k, s in pend:
+                        waiting.discard(id(s))
+                    g = _slice_sum(pend, g, node._oshape, node._odtype, g is not None and id(g) in owned)
             if g is None:
                 continue
             kg = id(g)
@@ -202,6 +216,29 @@ def _run_arrays(order, grads, retain_graph):
                 for ver, v in vs:
                     if ver[0] != v:
                         node._check_versions()
+            sk = node.slice_key
+            if sk is not None:
+                p = node.next[0]
+                if isinstance(p, F):
+                    if g.__class__ in _NS:
+                        if not retain_graph:
+                            node.saved = None
+                        lst = slices.get(p)
+                        if lst is None:
+                            slices[p] = [(sk, g)]
+                        else:
+                            lst.append((sk, g))
+                        waiting.add(kg)  # held until written: a leaf must not take it without a copy
+                        continue
+                elif p is not None and p.hooks_ is None and g.__class__ is p._data.__class__:
+                    if not retain_graph:
+                        node.saved = None
+                    ent = leaf_slices.get(id(p))
+                    if ent is None:
+                        leaf_slices[id(p)] = (p, [(sk, g)])
+                    else:
+                        ent[1].append((sk, g))
+                    continue
             gin = node.backward(g)
             if not retain_graph:
                 node.saved = None
@@ -250,7 +287,7 @@ def _run_arrays(order, grads, retain_graph):
                 if gr is None:
                     if gi.__class__ is not nd and gi.__class__ not in _NS:
                         gi = xp.asarray(gi)  # a NumPy scalar from 0-d math: give the leaf a real array
-                    elif shared or not gi.flags.owndata:
+                    elif shared or not (gi.flags.owndata or _sole_view(gi)):
                         gi = gi.copy()  # never let two leaves (or a leaf and the graph) share a buffer
                     else:
                         given.add(k)
@@ -261,8 +298,117 @@ def _run_arrays(order, grads, retain_graph):
                         old += gi
                     else:
                         gr._data = old + gi
+        for p, pend in leaf_slices.values():
+            d = p._data
+            gr = p.grad
+            if gr is None:
+                p.grad = T._make(_slice_sum(pend, None, d.shape, d.dtype, True))
+                continue
+            old = gr._data
+            if getattr(old.flags, "writeable", True) and old.shape == d.shape and not gr._rg:
+                for key, s in pend:
+                    old[key] += s
+            else:
+                gr._data = old + _slice_sum(pend, None, d.shape, d.dtype, True)
     finally:
         enabled[0] = prev
+
+
+def _base_refs(a):
+    b = a.base
+    return _refcount(b)
+
+
+# references to the base of a view that nothing else holds, as _base_refs counts them in this
+# interpreter (a.base, the local name, getrefcount's argument: 3 in CPython 3.11)
+_SOLE_BASE_REFS = _base_refs(xp.empty(2).reshape(1, 2))
+
+
+def _sole_view(a):
+    """True when ``a`` views the whole of an array that nothing else refers to (a backward's
+    fresh result reshaped): a leaf may keep it as safely as an array owning its data."""
+    b = a.base
+    if b.__class__ is not ndarray or b.base is not None or b.size != a.size:
+        return False
+    del b   # (not counted)
+    return _base_refs(a) == _SOLE_BASE_REFS
+
+
+def _slice_sum(pend, g, shape, dtype, own):
+    """The gradient of an array of ``shape`` whose basic slices were read: ``g`` (the rest of its
+    gradient, or None) plus each waiting slice gradient ``s`` added at its ``key`` (dL/dx of
+    x[key] is g at key and zero elsewhere; several reads add up).  ``own``: g is the engine's
+    own sum and may be written in place.  Slices of one axis that do not overlap are copied in
+    (no zero fill where they cover the whole axis: split's pieces), others accumulate."""
+    if g is not None:
+        if g.__class__ not in _NS:   # a NumPy scalar (0-d math): an array to write into
+            g, own = namespace(pend[0][1]).asarray(g, dtype=dtype), True
+        buf = g if own else g.copy()
+        for key, s in pend:
+            buf[key] += s
+        return buf
+    xpn = namespace(pend[0][1])
+    cover = _tiling(pend, shape)
+    if cover is None:
+        buf = xpn.zeros(shape, dtype)
+        for key, s in pend:
+            buf[key] += s
+        return buf
+    buf = xpn.empty(shape, dtype) if cover else xpn.zeros(shape, dtype)
+    for key, s in pend:
+        buf[key] = s
+    return buf
+
+
+def _tiling(pend, shape):
+    """For slice keys that are all ``(:, ..., :, a:b)`` on the same axis with step 1: True when
+    the ranges tile that axis exactly, False when they only do not overlap; None otherwise
+    (overlapping, or any other kind of key)."""
+    axis = None
+    spans = []
+    for key, _s in pend:
+        if key.__class__ is not tuple or len(key) > len(shape):
+            return None
+        ax = None
+        for i, k in enumerate(key):
+            if k.__class__ is int:   # one position (unbind's pieces)
+                if ax is not None or not -shape[i] <= k < shape[i]:
+                    return None
+                ax = i
+                continue
+            if k.__class__ is not slice:
+                return None
+            if k.start is None and k.stop is None and k.step is None:
+                continue
+            if ax is not None:
+                return None
+            ax = i
+        if ax is None or (axis is not None and ax != axis):
+            return None
+        axis = ax
+        k = key[ax]
+        if k.__class__ is int:
+            a = k % shape[ax]
+            b = a + 1
+        else:
+            a, b, st = k.indices(shape[ax])
+            if st != 1:
+                return None
+        spans.append((a, b))
+    spans.sort()
+    end = 0
+    for a, b in spans:
+        if a < end:
+            return None
+        if b < a:
+            return None
+        end = b
+    covered = spans[0][0] == 0 and spans[-1][1] == shape[axis]
+    if covered:
+        for (a0, b0), (a1, _b1) in zip(spans, spans[1:]):
+            if a1 != b0:
+                return False
+    return covered
 
 
 def _deliver_leaf(t, gi, shared, results, capture, create_graph):

@@ -65,6 +65,9 @@ class Function:
     _args = None                    # forward arrays/params, kept only for composite()
     _kw = None
     saved = ()                      # what backward reads (save_for_backward); None once freed
+    slice_key = None                # a basic index (ints, slices): this node reads input[slice_key]
+                                    # and its backward is "zeros with g written there" (GetItem),
+                                    # which the engine does by writing g into one shared buffer
     xp = _np                        # the array library of the inputs: NumPy, or the device's
                                     # (set by apply when an input lives on "cuda"); forward and
                                     # backward compute with ``self.xp``

@@ -33,7 +33,12 @@ class Clone(Function):
 def is_basic_index(key):
     """True for a key of ints, slices, None and Ellipsis only (NumPy basic indexing: a view)."""
     ks = key if isinstance(key, tuple) else (key,)
-    return all(k is None or k is Ellipsis or isinstance(k, (int, slice)) for k in ks)
+    for k in ks:   # (a plain loop: this runs on every indexing op)
+        c = k.__class__
+        if c is not slice and c is not int and k is not None and k is not Ellipsis \
+                and not isinstance(k, (int, slice)):
+            return False
+    return True
 
 
 def scatter_array(g, key, shape):

@@ -3,6 +3,7 @@ elu, gelu (exact and tanh), silu, softplus.  Each is one Function, its derivativ
 forward (seed 001 §2.3 for ReLU's value at 0).  Each computes with ``self.xp``, its inputs' array
 library (NumPy or the CUDA device's); the compiled kernels are used for NumPy arrays only."""
 from __future__ import annotations
+from varlens.core.arg_rules import torch_args
 from varlens.core import array as B
 from varlens.core import primitives as D
 from varlens.core.function import Function
@@ -76,6 +77,9 @@ class GELU(Function):
         self.save_for_backward(x)
         xp = self.xp
         if approximate == "tanh":
+            if x.__class__ is _np.ndarray and x.ndim and _KP.usable(x):
+                self.t = None           # one compiled pass; the backward recomputes tanh u
+                return _KP.gelu_tanh(x, True)
             c = _SQRT_2_OVER_PI
             u = xp.asarray(x * x)       # an array even for 0-d x (NumPy gives a scalar)
             u *= c * 0.044715
@@ -97,6 +101,8 @@ class GELU(Function):
             if hasattr(g, "_data") or x.ndim == 0:  # recorded (create_graph), or a 0-d input
                 t = D.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
                 return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x))
+            if self.t is None:          # the forward ran compiled: so does this, in one pass
+                return _KP.gelu_tanh_grad(g, x)
             # array mode: the same formula in place, two temporaries instead of a dozen
             xp = self.xp
             t, c = self.t, _SQRT_2_OVER_PI
@@ -160,6 +166,7 @@ class Softplus(Function):
         return D.where(bx > self.threshold, g, g * D.sigmoid(bx))
 
 
+@torch_args(tensor_first=True)
 def relu(x):
     try:
         k = x._data.dtype.kind

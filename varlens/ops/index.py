@@ -9,6 +9,7 @@ embedding row used twice gets both contributions).
 """
 from __future__ import annotations
 
+from varlens.core.arg_rules import torch_args
 from varlens.core.function import Function
 from varlens.core import array as B
 from varlens.core.array import xp
@@ -239,6 +240,9 @@ def getitem(x, key):
     out = GetItem.apply(x, key)
     if _is_basic(key):  # basic indexing gives a view: share the version counter
         out._version = x._version
+        node = out._node
+        if node is not None:
+            node.slice_key = key  # the engine writes g into one buffer shared by x's slices
         if _enabled[0]:  # remember the base, so an in-place op on the view can update it (tensor._commit)
             out._view_of = (x, "index", key, x._data)
     return out
@@ -269,6 +273,7 @@ def _same_dtype(x, src, op):
                            f"src is {src._data.dtype})")
 
 
+@torch_args(tensor_first=True)
 def index_select(x, dim, index):
     d = _d(dim, x, "index_select")
     idx = index._data if isinstance(index, Tensor) else xp.asarray(index)
@@ -300,17 +305,20 @@ def _check_index(index, x, dim, op):
     return idx
 
 
+@torch_args(tensor_first=True)
 def gather(x, dim, index):
     d = _d(dim, x, "gather")
     return Gather.apply(x, d, _check_index(index, x, d, "gather"))
 
 
+@torch_args(tensor_first=True)
 def scatter_add(x, dim, index, src):
     d = _d(dim, x, "scatter_add")
     _same_dtype(x, src, "scatter_add")
     return ScatterAdd.apply(x, d, _check_index(index, x, d, "scatter_add"), src)
 
 
+@torch_args(tensor_first=True)
 def scatter(x, dim, index, src=None, *, value=None):
     d = _d(dim, x, "scatter")
     _same_dtype(x, src, "scatter")
@@ -319,6 +327,7 @@ def scatter(x, dim, index, src=None, *, value=None):
     return Scatter.apply(x, d, _check_index(index, x, d, "scatter"), src)
 
 
+@torch_args(tensor_first=True)
 def masked_fill(x, mask, value):
     m = mask._data if isinstance(mask, Tensor) else _on(xp.asarray(mask), x._data)
     if m.dtype != bool:
@@ -350,6 +359,7 @@ def one_hot(index, num_classes=-1):
     return Tensor._make(out)
 
 
+@torch_args(tensor_first=True)
 def masked_select(input, mask):
     m = mask._data if isinstance(mask, Tensor) else xp.asarray(mask)
     if m.dtype != bool:
@@ -359,11 +369,13 @@ def masked_select(input, mask):
     return x[Tensor._make(_ns(m).broadcast_to(m, shape).copy())]
 
 
+@torch_args(tensor_first=True)
 def take(input, index):
     idx = index._data if isinstance(index, Tensor) else xp.asarray(index)
     return reshape(input, (-1,))[Tensor._make(idx.astype(DT.int64))]
 
 
+@torch_args(tensor_first=True)
 def take_along_dim(input, indices, dim=None):
     if dim is None:
         return take(input, reshape(indices, (-1,)))
@@ -379,6 +391,7 @@ def take_along_dim(input, indices, dim=None):
     return gather(x, d, Tensor._make(_ns(idx).broadcast_to(idx, ishape).astype(DT.int64)))
 
 
+@torch_args(tensor_first=True)
 def argwhere(x):
     return Tensor._make(_ns(x._data).argwhere(x._data).astype(DT.int64))
 
@@ -404,6 +417,7 @@ def _index_along(x, dim, index, what, src_shape=None):
     return d, Tensor._make(_ns(idx).broadcast_to(idx.reshape(shape), full).astype(DT.int64))
 
 
+@torch_args(tensor_first=True)
 def index_add(x, dim, index, source, *, alpha=1):
     """x with ``alpha * source`` added at ``index`` along ``dim`` (repeated indices add up)."""
     src = source if isinstance(source, Tensor) else Tensor._make(_ns(x._data).asarray(source, dtype=x.dtype))
@@ -415,12 +429,14 @@ def index_add(x, dim, index, source, *, alpha=1):
     return scatter_add(x, d, idx, src * alpha if alpha != 1 else src)
 
 
+@torch_args(tensor_first=True)
 def index_copy(x, dim, index, source):
     src = source if isinstance(source, Tensor) else Tensor._make(_ns(x._data).asarray(source, dtype=x.dtype))
     d, idx = _index_along(x, dim, index, "index_copy", src.shape)
     return scatter(x, d, idx, src)
 
 
+@torch_args(tensor_first=True)
 def index_fill(x, dim, index, value):
     d, _ = _index_along(x, dim, index, "index_fill")
     idx = index._data if isinstance(index, Tensor) else xp.asarray(index)
@@ -432,6 +448,7 @@ def index_fill(x, dim, index, value):
     return masked_fill(x, Tensor._make(mask.reshape(shape)), value)
 
 
+@torch_args(tensor_first=True)
 def nonzero(x, as_tuple=False):
     lib = _ns(x._data)
     a = lib.nonzero(x._data)   # (on a device: a host sync, the result's size depends on the values)
@@ -456,6 +473,7 @@ def _index_tuple(indices, what):
     return indices
 
 
+@torch_args(tensor_first=True)
 def index_put(input, indices, values, accumulate=False):  # noqa: A002
     """out = input with out[indices] = values (torch.index_put; indices a tuple of index
     tensors); with ``accumulate`` the values are added, repeated indices adding up."""
@@ -482,6 +500,7 @@ def index_put(input, indices, values, accumulate=False):  # noqa: A002
     return add(x, index_scatter(v, key, tuple(x.shape)))
 
 
+@torch_args(tensor_first=True)
 def put(input, index, source, accumulate=False):  # noqa: A002
     """Write ``source`` at flat positions ``index`` of ``input`` (as if it were 1-D)."""
     x = _tensor(input, "put: input")
@@ -500,6 +519,7 @@ def put(input, index, source, accumulate=False):  # noqa: A002
     return reshape(out, tuple(x.shape))
 
 
+@torch_args(tensor_first=True)
 def masked_scatter(input, mask, source):  # noqa: A002
     """Copy ``source``'s leading elements (in order) into the positions where ``mask`` is True."""
     x = _tensor(input, "masked_scatter: input")
@@ -536,6 +556,7 @@ def fill_diagonal(input, fill_value, wrap=False):  # noqa: A002
     return masked_fill(x, Tensor._make(m), fill_value)
 
 
+@torch_args(tensor_first=True)
 def select(input, dim, index):  # noqa: A002
     x = _tensor(input, "select: input")
     d = _dim(x, dim, "select")
@@ -545,6 +566,7 @@ def select(input, dim, index):  # noqa: A002
     return x[(slice(None),) * d + (index % n,)]
 
 
+@torch_args(tensor_first=True)
 def select_scatter(input, src, dim, index):  # noqa: A002
     x = _tensor(input, "select_scatter: input")
     d = _dim(x, dim, "select_scatter")
@@ -554,12 +576,14 @@ def select_scatter(input, src, dim, index):  # noqa: A002
     return _scatter_key(x, src, (slice(None),) * d + (index % n,), "select_scatter")
 
 
+@torch_args(tensor_first=True)
 def slice_scatter(input, src, dim=0, start=None, end=None, step=1):  # noqa: A002
     x = _tensor(input, "slice_scatter: input")
     d = _dim(x, dim, "slice_scatter")
     return _scatter_key(x, src, (slice(None),) * d + (slice(start, end, step),), "slice_scatter")
 
 
+@torch_args(tensor_first=True)
 def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):  # noqa: A002
     x = _tensor(input, "diagonal_scatter: input")
     d1, d2 = _dim(x, dim1, "diagonal_scatter"), _dim(x, dim2, "diagonal_scatter")
@@ -592,6 +616,7 @@ def _scatter_key(x, src, key, what):
 _REDUCES = ("sum", "prod", "mean", "amax", "amin")
 
 
+@torch_args(tensor_first=True)
 def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noqa: A002
     """Reduce ``src`` into ``input`` at ``index`` along ``dim`` (sum, prod, mean, amax, amin).
     sum and mean are scatter_add compositions; amax/amin send the gradient evenly to every
@@ -668,6 +693,7 @@ def _check_2d(x, op):
         raise RuntimeError(f"{op}: expected a tensor with at least 2 dimensions, got shape {tuple(x.shape)}")
 
 
+@torch_args(tensor_first=True)
 def tril(x, diagonal=0):
     """Lower triangle (the rest zeroed); gradient passes only through the kept entries."""
     _check_2d(x, "tril")
@@ -676,6 +702,7 @@ def tril(x, diagonal=0):
     return _keep(x, m)
 
 
+@torch_args(tensor_first=True)
 def triu(x, diagonal=0):
     _check_2d(x, "triu")
     lib = _ns(x._data)
@@ -698,6 +725,7 @@ def _diag_indices(r, c, offset, xp=xp):
     return xp.arange(k) - offset, xp.arange(k)
 
 
+@torch_args(tensor_first=True)
 def diag(x, diagonal=0):
     """1-D -> a square matrix with x on the given diagonal; 2-D -> that diagonal as 1-D."""
     if x.ndim == 1:
@@ -710,6 +738,7 @@ def diag(x, diagonal=0):
     raise RuntimeError(f"diag: expected a 1-D or 2-D tensor, got shape {tuple(x.shape)}")
 
 
+@torch_args(tensor_first=True)
 def diagonal(x, offset=0, dim1=0, dim2=1):
     if x.ndim != 2:  # any number of dims: the diagonal of the (dim1, dim2) planes, as a last dim
         return _diagonal(x, offset, dim1, dim2, "diagonal")
@@ -720,6 +749,7 @@ def diagonal(x, offset=0, dim1=0, dim2=1):
     raise RuntimeError("diagonal: only 2-D inputs are supported")
 
 
+@torch_args(tensor_first=True)
 def repeat_interleave(x, repeats, dim=None):
     if dim is None:
         x, dim = flatten(x), 0
@@ -731,6 +761,7 @@ def repeat_interleave(x, repeats, dim=None):
     return index_select(x, dim, Tensor._make(idx))
 
 
+@torch_args(tensor_first=True)
 def combinations(input, r=2, with_replacement=False):  # noqa: A002
     """Length-r combinations of a 1-D tensor's elements (itertools order), one per row."""
     x = _tensor(input, "combinations: input")
@@ -745,6 +776,7 @@ def combinations(input, r=2, with_replacement=False):  # noqa: A002
     return getitem(x, (Tensor._make(idx),))
 
 
+@torch_args(tensor_first=True)
 def diag_embed(input, offset=0, dim1=-2, dim2=-1):  # noqa: A002
     """The last dimension of ``input`` laid on the ``offset`` diagonal of a new pair of dims."""
     x = _tensor(input, "diag_embed: input")
@@ -767,6 +799,7 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):  # noqa: A002
     return permute(out, perm) if perm != list(range(nd)) else out
 
 
+@torch_args(tensor_first=True)
 def diagflat(input, offset=0):  # noqa: A002
     return diag(reshape(_tensor(input, "diagflat: input"), (-1,)), offset)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from varlens.optim.optimizer import (Optimizer, _check_adam_group, _lerp_, _new_step,
                                      _no_differentiable, _step_count, _xp)
 from varlens.core.tensor import Tensor
+from varlens.ops.kernels import optim as _KO
 
 __all__ = ["Adam"]
 
@@ -53,6 +54,8 @@ class Adam(Optimizer):
             lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
             wd, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
             decoupled, inside = group["decoupled_weight_decay"], group.get("eps_inside_sqrt", False)
+            fused = (not (amsgrad or inside) and lr.__class__ is float    # the compiled update applies
+                     and all(v.__class__ in (float, int) for v in (beta1, beta2, eps, wd)))
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -67,6 +70,10 @@ class Adam(Optimizer):
                         st["max_exp_avg_sq"] = Tensor._make(xp.zeros_like(w))
                 t = _step_count(st)
                 g = p.grad._data
+                if fused and _KO.adam_step(w, g, st["exp_avg"]._data, st["exp_avg_sq"]._data, lr, beta1,
+                                           beta2, eps, t, wd, decoupled, maximize):
+                    p._version[0] += 1   # float32: one compiled pass (ops/kernels/optim.py)
+                    continue
                 if maximize:
                     g = -g
                 if wd != 0:

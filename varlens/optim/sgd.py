@@ -16,6 +16,7 @@ from __future__ import annotations
 from varlens.optim.optimizer import Optimizer, _check_range, _no_differentiable
 from varlens.core.array import xp as _np
 from varlens.core.tensor import Tensor
+from varlens.ops.kernels import optim as _KO
 
 __all__ = ["SGD"]
 
@@ -115,8 +116,10 @@ class SGD(Optimizer):
     @staticmethod
     def _heavy_ball(params, lr, mu, state):
         """The common case (heavy-ball momentum, nothing else): v <- mu v + g; p <- p - lr v,
-        with the buffer updated in place and one temporary per parameter."""
+        with the buffer updated in place: one compiled pass for float32 (ops/kernels/optim.py),
+        else NumPy with one temporary per parameter."""
         mul = _np.multiply
+        fused = lr.__class__ is float and mu.__class__ is float
         for p in params:
             g = p.grad
             if g is None:
@@ -127,10 +130,14 @@ class SGD(Optimizer):
             if buf is None:
                 b = d.copy()
                 st["momentum_buffer"] = Tensor._make(b)
+                w = p._data
             else:
                 b = buf._data
+                w = p._data
+                if fused and _KO.sgd_momentum_step(w, d, b, lr, mu):
+                    p._version[0] += 1
+                    continue
                 b *= mu
                 b += d
-            w = p._data
             w -= mul(b, lr)
             p._version[0] += 1

@@ -1,4 +1,4 @@
-"""Fused elementwise kernels: small integer powers and the exact GELU, forward and backward.
+"""Fused elementwise kernels: small integer powers and the exact and tanh GELU, forward and backward.
 
 ``int_power(x, e)`` and ``int_power_grad(g, x, e)``: x^e and g e x^(e-1) for an integer e
 in 2..4 by repeated multiplication (NumPy's ``x ** 3`` calls ``powf`` per element, about
@@ -8,6 +8,9 @@ pass each way; the other exponents are NumPy multiplications in place.
 ``gelu(x)`` = x Phi(x) = x/2 (1 + erf(x / sqrt 2)) and ``gelu_grad(g, x)`` =
 g (Phi(x) + x phi(x)), phi the standard normal density: one compiled pass each with the
 float32 ``erf32``/``exp_nonpos`` of the package; NumPy with SciPy's erf otherwise.
+
+``gelu_tanh(x)`` and ``gelu_tanh_grad(g, x)``: the tanh-approximate GELU and its derivative
+(t = tanh u recomputed in the backward rather than kept), one compiled pass each.
 
 ``relu_grad(g, y)``: g where y > 0, else 0, and ``tanh_grad(g, y)``: g (1 - y^2) for
 y = tanh x, each in one pass.
@@ -32,7 +35,7 @@ def _kernels():
         return _K
     from varlens.ops.kernels import compiled as c
     _K.update(cube=c.cube, cube_grad=c.cube_grad, gelu_fwd=c.gelu_fwd, gelu_bwd=c.gelu_bwd, relu_bwd=c.relu_bwd,
-                  tanh_bwd=c.tanh_bwd)
+                  tanh_bwd=c.tanh_bwd, gelu_tanh_fwd=c.gelu_tanh_fwd, gelu_tanh_bwd=c.gelu_tanh_bwd)
     return _K
 
 
@@ -115,6 +118,53 @@ def gelu_grad(g, x, use_kernel=None):
     cdf += pdf
     cdf *= g
     return cdf.astype(np.result_type(g, x), copy=False)
+
+
+_GC = math.sqrt(2.0 / math.pi)
+
+
+def gelu_tanh(x, use_kernel=None):
+    """tanh-approximate GELU x/2 (1 + tanh u), u = sqrt(2/pi) (x + 0.044715 x^3): one compiled
+    pass for float32 (computed as x sigmoid(2u), the same quantity), NumPy passes otherwise."""
+    if use_kernel if use_kernel is not None else usable(x):
+        out = np.empty_like(x)
+        _kernels()["gelu_tanh_fwd"](x.reshape(-1), out.reshape(-1))
+        return out
+    t = x * x
+    t *= _GC * 0.044715
+    t += _GC
+    t *= x
+    np.tanh(t, out=t)
+    t += 1
+    t *= x
+    t *= 0.5
+    return t.astype(x.dtype, copy=False)
+
+
+def gelu_tanh_grad(g, x, use_kernel=None):
+    """g * ((1 + t)/2 + x/2 (1 - t^2) u'), t = tanh u, u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2):
+    the tanh-approximate GELU's derivative times the upstream gradient (t recomputed)."""
+    if use_kernel if use_kernel is not None else (g.shape == x.shape and usable(g, x)):
+        out = np.empty_like(x)
+        _kernels()["gelu_tanh_bwd"](g.reshape(-1), x.reshape(-1), out.reshape(-1))
+        return out
+    x2 = x * x
+    t = x2 * (_GC * 0.044715)
+    t += _GC
+    t *= x
+    np.tanh(t, out=t)
+    x2 *= 3 * 0.044715 * _GC
+    x2 += _GC
+    x2 *= x
+    x2 *= 0.5                   # x/2 u'
+    d = t * t
+    np.subtract(1, d, out=d)
+    d *= x2
+    t += 1
+    t *= 0.5
+    d += t
+    d *= g
+    return d.astype(np.result_type(g, x), copy=False)
 
 
 def relu_grad(g, y, use_kernel=None):

@@ -42,7 +42,7 @@ class SDPA(Function):
     def forward(self, q, k, v, mask, dropout_mask, scale, p_drop):
         xp = self.xp
         L, S = q.shape[-2], k.shape[-2]
-        if xp is _np and dropout_mask is None and scale > 0 and (mask is None or mask is causal_mask(L, S)) \
+        if xp is _np and dropout_mask is None and scale > 0 and (mask is None or _is_causal(mask, L, S)) \
                 and q.dtype == xp.float32 and k.dtype == q.dtype and v.dtype == q.dtype \
                 and q.ndim >= 2 and q.size and _KR.kernel_ok(s := B.matmul(q, _swap(k))):
             # float32, no mask or the causal one: scale, mask and softmax in one compiled pass
@@ -99,6 +99,18 @@ class SDPA(Function):
         if dropout_mask is not None:
             p = p * dropout_mask * (1.0 / (1.0 - p_drop))
         return matmul(p, v)
+
+
+def _is_causal(mask, L, S):
+    """True when the host boolean ``mask`` is the causal mask itself, or an (..., L, S) mask
+    with the same entries (a model's own ``tril(ones(L, S))``, batch dims of size 1): then the
+    compiled causal softmax applies."""
+    c = causal_mask(L, S)
+    if mask is c:
+        return True
+    if mask.__class__ is not _np.ndarray or mask.dtype != bool or mask.shape[-2:] != (L, S) or mask.size != L * S:
+        return False
+    return bool(_np.array_equal(mask.reshape(L, S), c))
 
 
 def causal_mask(L, S, ns=None):

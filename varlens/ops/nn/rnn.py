@@ -48,6 +48,7 @@ from varlens.core.function import Function
 from varlens.core.array import xp
 from varlens.core import array as B
 from varlens.ops.linalg import matmul as _linalg_matmul
+from varlens.ops.kernels.recurrent import lstm_step_kernels
 from varlens.ops.activation import relu
 from varlens.ops.pointwise import sigmoid, tanh
 from varlens.ops.shape import cat, stack, transpose, unsqueeze
@@ -181,6 +182,9 @@ class LSTMLayerFunction(Function):
     ACT is activated in place with sigmoid(a) = (1 + tanh(a/2))/2, so one tanh call covers
     all four gates, and keeps the activations the backward reads.  In the backward the
     gradients of W_ih, W_hh and both biases are then one GEMM, ``dA @ XH^T``.
+    For float32 host arrays without a mask, the work between a step's GEMMs (activations and
+    cell update forward; the step's cotangents, with the derivative factors formed on the
+    fly, backward) is one compiled pass (varlens/ops/kernels/recurrent.py); otherwise NumPy.
     """
 
     differentiable_backward = False
@@ -193,7 +197,7 @@ class LSTMLayerFunction(Function):
         K = I + H + 1
         dt = x.dtype
         ws = _borrow(self, ("lstm", T, B, I, H, dt.str),
-                     (3 * T * B * G4 + (T + 1) * B * (K + 4 * H)) * dt.itemsize)
+                     (4 * T * B * G4 + (T + 1) * B * (K + 4 * H)) * dt.itemsize)
         # W = [W_ih | W_hh | b] with the gate blocks in internal order, sigmoid rows halved
         W = _buf(ws, "W", (G4, K), dt, xp)
         for k, j in enumerate(_LSTM_PERM):
@@ -224,7 +228,13 @@ class LSTMLayerFunction(Function):
         if mask is not None:
             mstep = mask.astype(dt, copy=False).reshape(T, 1, B)
         mul, add, tanh, matmul = xp.multiply, xp.add, xp.tanh, xp.matmul
-        for t in _order(T, reverse):
+        kern = lstm_step_kernels(ACT, CS, TC, XH) if mstep is None else None
+        if kern is not None:                      # one compiled pass per step (ops/kernels/recurrent.py)
+            fstep = kern[0]
+            for t in _order(T, reverse):
+                matmul(W, XH[:, t + rd], out=ACT[t])
+                fstep(ACT, CS, TC, XH, t, t + rd, t + wr, I, t + wr)
+        for t in (() if kern is not None else _order(T, reverse)):
             a = ACT[t]
             matmul(W, XH[:, t + rd], out=a)
             tanh(a, out=a)
@@ -258,7 +268,7 @@ class LSTMLayerFunction(Function):
         self.ws, self.ACT, self.TC, self.XH, self.CS = ws, ACT, TC, XH, CS
         self.dims = (I, H)
         self.w_ih, self.w_hh = w_ih, w_hh
-        self.reverse, self.mstep = reverse, mstep
+        self.reverse, self.mstep, self.kern = reverse, mstep, kern
         return Z
 
     def backward(self, G):
@@ -290,23 +300,26 @@ class LSTMLayerFunction(Function):
         first, last = (T, 0) if reverse else (0, T)
         cprev = CS[1:] if reverse else CS[:T]
         mul, add, sub, matmul = xp.multiply, xp.add, xp.subtract, xp.matmul
-        # K: derivative factors of the four pre-activations, all steps at once
-        K = _buf(ws, "K", (T, G4, B), dt, xp)
-        Ks, Ss = K[:, :H3], ACT[:, :H3]
-        sub(1, Ss, out=Ks)
-        mul(Ks, Ss, out=Ks)                       # s(1-s) for the sigmoid gates o, i, f
-        o_, i_, f_, g_ = ACT[:, :H], ACT[:, H:H2], ACT[:, H2:H3], ACT[:, H3:]
-        Kg = K[:, H3:]
-        mul(g_, g_, out=Kg)
-        sub(1, Kg, out=Kg)                        # 1 - g^2
-        Kg *= i_
-        K[:, :H] *= TC
-        K[:, H:H2] *= g_
-        K[:, H2:H3] *= cprev
-        P = _buf(ws, "P", (T, H, B), dt, xp)
-        mul(TC, TC, out=P)
-        sub(1, P, out=P)
-        P *= o_
+        kern = self.kern
+        if kern is None:
+            # K: derivative factors of the four pre-activations, all steps at once (the
+            # compiled step forms them on the fly)
+            K = _buf(ws, "K", (T, G4, B), dt, xp)
+            Ks, Ss = K[:, :H3], ACT[:, :H3]
+            sub(1, Ss, out=Ks)
+            mul(Ks, Ss, out=Ks)                       # s(1-s) for the sigmoid gates o, i, f
+            o_, i_, f_, g_ = ACT[:, :H], ACT[:, H:H2], ACT[:, H2:H3], ACT[:, H3:]
+            Kg = K[:, H3:]
+            mul(g_, g_, out=Kg)
+            sub(1, Kg, out=Kg)                        # 1 - g^2
+            Kg *= i_
+            K[:, :H] *= TC
+            K[:, H:H2] *= g_
+            K[:, H2:H3] *= cprev
+            P = _buf(ws, "P", (T, H, B), dt, xp)
+            mul(TC, TC, out=P)
+            sub(1, P, out=P)
+            P *= o_
         # dA: pre-activation cotangents of all steps, gate-major and in PyTorch's row order
         # (i, f, g, o), so the weight gradients come out of one GEMM in the parameters' layout
         dA = _buf(ws, "dA", (G4, T, B), dt, xp)
@@ -328,7 +341,20 @@ class LSTMLayerFunction(Function):
         whT[...] = self.w_hh.T                    # W_hh^T, C-ordered: the fast side for BLAS
         if mstep is not None:
             dhn = _buf(ws, "dhn", (H, B), dt, xp)
-        for t in reversed(_order(T, reverse)):
+        if kern is not None:     # one compiled pass per step, then its GEMM (buffers as the forward's)
+            # each step's cotangents go to one contiguous block of dA3 (written straight into
+            # a step's 4H rows of the gate-major dA, T*B floats apart, the step took about
+            # twice as long when dA was not in cache), and one transposing copy after the
+            # loop gives the weight-gradient GEMMs their dA
+            bstep = kern[1]
+            hw[...] = 0
+            dA3 = _buf(ws, "dA3", (T, G4, B), dt, xp)
+            for t in reversed(_order(T, reverse)):
+                bstep(ACT, TC, CS, t + rd, DH, t + wr, hw, dc, dA3, t)
+                matmul(whT, dA3[t], out=hw)
+            DH[first] += hw
+            xp.copyto(dA, dA3.transpose(1, 0, 2))
+        for t in (() if kern is not None else reversed(_order(T, reverse))):
             dh = DH[t + wr]
             f = ACT[t, H2:H3]
             if mstep is None:

@@ -50,6 +50,8 @@ ALLOWED_LOCAL_IMPORTS = {
         "the numba kernels compile on first use (seconds), not at import",
     ("varlens/ops/kernels/optim.py", "varlens.ops.kernels.compiled"):
         "the numba kernels compile on first use (seconds), not at import",
+    ("varlens/ops/kernels/recurrent.py", "varlens.ops.kernels.compiled"):
+        "the numba kernels compile on first use (seconds), not at import",
 }
 
 # names a file of ops/ may share with another, and why
@@ -291,3 +293,123 @@ def test_every_function_lives_in_core_or_ops_and_states_its_derivative():
             undocumented.append(f"{mod}.{c.__qualname__}")
     assert not outside, f"Function subclasses outside varlens/core and varlens/ops: {sorted(outside)}"
     assert not undocumented, f"Function subclasses without a docstring stating the derivative: {sorted(undocumented)}"
+
+
+# ---------------------------------------------------------------- the surface table and the argument marks
+SURFACE_TABLE = "SURFACE"
+MAX_NAMES_IN_ONE_LIST = 20  # a module-level collection of more names than this is a central name list
+
+
+def _module_level_name_lists(path):
+    """(target, number of string constants) for each top-level assignment of a collection literal
+    (tuple/list/set/dict, or frozenset/set/tuple/dict(...) of one)."""
+    out = []
+    for node in _tree(path).body:
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        name = ", ".join(t.id for t in targets if isinstance(t, ast.Name))
+        strings = sum(1 for n in ast.walk(node.value) if isinstance(n, ast.Constant) and isinstance(n.value, str))
+        out.append((name, strings))
+    return out
+
+
+def test_keyword_alias_mechanism_holds_no_list_of_function_names():
+    """Which functions take a Tensor first, and torch's names of their arguments, are declared at
+    each function with @torch_args (varlens/core/arg_rules.py); varlens/_torch_args.py only reads
+    the marks and the signatures.  A central list of names there (as the 400-name _TENSOR_FIRST
+    was) fails this test."""
+    path = ROOT / "_torch_args.py"
+    big = [(n, k) for n, k in _module_level_name_lists(path) if k > MAX_NAMES_IN_ONE_LIST]
+    assert not big, f"varlens/_torch_args.py holds module-level name lists: {big}"
+    import varlens
+    funcs = {n for n, v in vars(varlens).items() if inspect.isfunction(v) and not n.startswith("_")}
+    named = sorted({n.value for n in ast.walk(_tree(path)) if isinstance(n, ast.Constant)
+                    and isinstance(n.value, str) and n.value in funcs})
+    assert len(named) <= 5, f"varlens/_torch_args.py names varlens functions: {named}"
+
+
+def _decorated_defs(filename, _cache={}):
+    """Names of the functions (at any depth) that a ``@torch_args(...)`` line decorates in a file."""
+    if filename not in _cache:
+        marks = ("torch_args", "_arg_rule")
+        _cache[filename] = {
+            n.name for n in ast.walk(ast.parse(pathlib.Path(filename).read_text()))
+            if isinstance(n, ast.FunctionDef) and any(
+                isinstance(d, ast.Call) and isinstance(d.func, ast.Name) and d.func.id in marks
+                for d in n.decorator_list)}
+    return _cache[filename]
+
+
+def test_every_tensor_first_function_carries_its_mark_at_its_definition():
+    """Each varlens.* function that refuses a list first argument (torch's TypeError) does so
+    because of the @torch_args(tensor_first=True) line above its ``def``; the refusal is real."""
+    import varlens
+    from varlens.core.arg_rules import rule_of
+
+    checked = {n: v for n, v in vars(varlens).items() if not n.startswith("_") and inspect.isfunction(v)
+               and getattr(v, "__wrapped_torch_args__", False) and v.__code__.co_qualname.startswith("_wrap_checked")}
+    assert len(checked) > 300  # exp, sum, matmul, where, ... (the wrapper is what refuses the list)
+    unmarked, not_at_def, not_refused = [], [], []
+    for name, w in sorted(checked.items()):
+        fn = w.__wrapped__
+        rule = rule_of(fn)
+        if rule is None or not rule.tensor_first:
+            unmarked.append(name)
+            continue
+        if fn.__code__.co_name not in _decorated_defs(fn.__code__.co_filename):
+            not_at_def.append(name)
+        try:
+            w([1.0, 2.0])
+            not_refused.append(name)
+        except TypeError as e:
+            if "must be Tensor, not list" not in str(e):
+                not_refused.append(f"{name}: {e}")
+    assert not unmarked, f"wrapped as tensor-first without a @torch_args(tensor_first=True) mark: {unmarked}"
+    assert not not_at_def, f"marked, but not by a decorator at the definition: {not_at_def}"
+    assert not not_refused, f"accept a list first argument: {not_refused}"
+    # and every marked function of the namespace is checked, unless it is nn.functional's own object
+    import varlens.nn.functional as F
+    keep = {id(v) for v in vars(F).values()}
+    missed = sorted(n for n, v in vars(varlens).items() if not n.startswith("_") and inspect.isfunction(v)
+                    and not getattr(v, "__wrapped_torch_args__", False) and getattr(rule_of(v), "tensor_first", False)
+                    and id(v) not in keep)
+    assert not missed, f"marked tensor_first but not checked: {missed}"
+
+
+def _surface_rows():
+    tree = _tree(ROOT / "_surface.py")
+    tables = [n for n in tree.body if isinstance(n, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == SURFACE_TABLE for t in n.targets)]
+    assert len(tables) == 1, f"varlens/_surface.py must assign {SURFACE_TABLE} once"
+    rows = tables[0].value
+    assert isinstance(rows, ast.Tuple)
+    return rows.elts
+
+
+def test_each_surface_name_is_declared_once_in_the_one_table():
+    """varlens/_surface.py builds the Tensor methods and the varlens.* functions from one table,
+    SURFACE, each name in one row (no second table, no precedence between entries)."""
+    rows = _surface_rows()
+    names = []
+    for r in rows:
+        assert isinstance(r, ast.Tuple) and len(r.elts) == 3, f"line {r.lineno}: rows are (name, function, method)"
+        assert isinstance(r.elts[0], ast.Constant) and isinstance(r.elts[0].value, str), f"line {r.lineno}"
+        names.append(r.elts[0].value)
+    twice = sorted({n for n in names if names.count(n) > 1})
+    assert not twice, f"names declared more than once in {SURFACE_TABLE}: {twice}"
+    assert len(names) > 500
+    others = [(n, k) for n, k in _module_level_name_lists(ROOT / "_surface.py")
+              if n != SURFACE_TABLE and k > MAX_NAMES_IN_ONE_LIST]
+    assert not others, f"a second name table in varlens/_surface.py: {others}"
+    # what the table declares is what is installed
+    import varlens
+    from varlens import _surface
+    for name, fn, method in _surface.SURFACE:
+        if method is not None:
+            got = inspect.getattr_static(varlens.Tensor, name)
+            want = fn if method is _surface.SAME else method
+            assert got is want or getattr(got, "__wrapped__", None) is want, f"Tensor.{name}"
+        if fn is not None and not isinstance(fn, _surface._functional):
+            got = vars(varlens)[name]
+            assert got is fn or getattr(got, "__wrapped__", None) is fn, f"varlens.{name}"

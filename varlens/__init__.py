@@ -11,6 +11,7 @@ import warnings as _warnings
 # matches warnings attributed to varlens modules; it costs nothing per op.
 _warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"varlens(\.|$)")
 from varlens.core.array import get_num_threads, set_num_threads
+from varlens.core.arg_rules import torch_args as _arg_rule  # (marks below; varlens/_torch_args.py reads them)
 from varlens.core.dtypes import (bool_, double, float, float16, float32, float64, get_default_dtype,
                                  half, int, int8, int16, int32, int64, long, set_default_dtype,
                                  short, uint8)
@@ -79,10 +80,12 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, require
     return empty(tuple(size), dtype=dtype, device=device, requires_grad=requires_grad)
 
 
+@_arg_rule(wrap=False)
 def is_tensor(obj):
     return isinstance(obj, Tensor)
 
 
+@_arg_rule(tensor_first=True)
 def numel(x):
     return x.numel()
 
@@ -108,6 +111,7 @@ from varlens.ops.creation import (BoolTensor, ByteTensor, CharTensor, DoubleTens
                               HalfTensor, IntTensor, LongTensor, ShortTensor)
 
 
+@_arg_rule(tensor_first=True)
 def dropout(input, p, train):  # noqa: A002
     """torch.dropout(input, p, train): nn.functional.dropout with torch's positional names."""
     return _F.dropout(input, p, train)

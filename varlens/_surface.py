@@ -1,601 +1,772 @@
-"""The PyTorch surface, built in one place: every Tensor method and operator attached from outside
-varlens/core/tensor.py, and the ``varlens.*`` namespace functions beyond the ops package's own
-names, with torch's keyword aliases (varlens/_torch_args.py).
+"""The PyTorch surface, built in one place: one table, ``SURFACE``, declares every Tensor method
+and operator attached from outside varlens/core/tensor.py and the ``varlens.*`` functions that
+go with them.  Each row is ``(name, function, method)``:
 
-``install_methods()`` runs once, when varlens is imported (right after the ops); it builds the
-Tensor attributes in a fixed order, the first entry for a name winning over later ones (and
-Tensor's own methods over all but the operator table):
-  1. the operators and core methods (``_OPERATORS_AND_METHODS``) and the op-backed methods of
-     varlens/ops/tensor_methods.py (in-place updates, ``to``, ``clone``, ``x[k] = v``);
-  2. ``_extra_methods``: index_add/fill/copy, narrow, stride, the ``name_`` in-place variants;
-  3. ``_more_methods``: the torch functions of ``_TORCH_FUNCTIONS_A`` that are also methods;
-  4. ``_surface_methods``: those of ``_TORCH_FUNCTIONS_B``, properties (H, mH, itemsize, ...),
-     comparison in-place variants;
-  5. ``_linalg_methods``: cholesky, svd, qr, ... (torch's older names).
-``install_namespace(globals())`` runs once at the end of varlens/__init__.py: it adds the
-torch.* functions (first entry wins, a name already defined there wins), ``torch.abs_``-style
-in-place functions, the nn.functional names torch also has at top level, then wraps the
-namespace and the methods for keyword aliases.  Nothing else sets Tensor attributes
-(tests/test_layering.py checks it).
+- ``function``: what ``varlens.NAME`` is (``None``: the table adds no ``varlens.NAME``);
+- ``method``: what ``Tensor.NAME`` is (``SAME``: the function itself; ``None``: no method).
+
+Each name appears once (checked when this module is imported, and by tests/test_layering.py),
+so there is no precedence between tables: what runs for ``x.movedim(...)`` is the ``movedim``
+row.  A row may not name an attribute that Tensor's class body (core/tensor.py) defines.
+
+``install_methods()`` runs once, when varlens is imported (right after the ops), and sets each
+method on Tensor; ``install_namespace(globals())`` runs once at the end of varlens/__init__.py and
+binds the functions (a name varlens/__init__.py already bound must be the same object).  Both
+pass through varlens/_torch_args.py, which wraps what needs torch's keyword aliases (``axis=``,
+``keepdims=``, ``input=``, ``out=``, ...) from the signatures and from the ``@torch_args`` mark
+each function carries at its definition (varlens/core/arg_rules.py).  Nothing else sets Tensor
+attributes (tests/test_layering.py checks it).
 """
 from __future__ import annotations
 
-from varlens.core.tensor import Tensor
-from varlens.ops.compare import (allclose, bitwise_and, bitwise_not, bitwise_or, eq, equal, ge, gt, le,
-                                 logical_and, logical_not, logical_or, logical_xor, lt, ne, isfinite, isinf,
-                                 isnan)
-from varlens.ops.pointwise import (_add, _sub, abs, add, ceil, clamp, cos, div, erf, exp, expm1, floor,
-                                   floor_divide, lerp, log, log10, log1p, log2, maximum, minimum, mul, neg,
-                                   pow, rdiv, reciprocal, remainder, round, rpow, rsqrt, rsub, sigmoid, sign,
-                                   sin, sqrt, square, sub, tanh, trunc, where)
-from varlens.ops.activation import relu
-from varlens.ops.index import (diag, diagonal, gather, getitem, index_select, masked_fill, nonzero,
-                               repeat_interleave, scatter, scatter_add, tril, triu)
-from varlens.ops.linalg import bmm, dot, matmul, mm, mv, norm, outer
-from varlens.ops.reduce import (all, amax, amin, any, argmax, argmin, log_softmax, logsumexp, max, mean, min,
-                                prod, softmax, std, sum, var)
-from varlens.ops.scan import cumsum
-from varlens.ops.order import argsort, sort, topk, unique
-from varlens.ops.shape import (broadcast_to, chunk, expand, expand_as, flatten, flip, movedim, permute, repeat,
-                               reshape, roll, split, squeeze, t, transpose, unbind, unflatten, unsqueeze, view,
-                               view_as)
-from varlens.ops.tensor_methods import METHODS as _TENSOR_METHODS
-from varlens.ops.device import METHODS as _DEVICE_METHODS
+from varlens import _torch_args
 from varlens.core import dtypes as DT
-from varlens.ops.compare import isclose
-from varlens.ops.index import fill_diagonal, index_add, index_copy, index_fill
-from varlens.ops.order import bincount, histc, median
-from varlens.ops.pointwise import fmod, frac, logit, nan_to_num, round as _pointwise_round
-from varlens.ops.reduce import count_nonzero
-from varlens.ops.scan import diff
-from varlens.ops.shape import fliplr, flipud, narrow, reshape_as, rot90, type_as, unfold
-from varlens.ops.tensor_methods import _H, _bernoulli_method, _bfloat16_error, _cmp_cast, _float_power_, _inplace_from, _rand_fill, _random_fill, _reshaping_inplace, _torch_inplace
+from varlens.core.arg_rules import torch_args
+from varlens.core.dtypes import can_cast, promote_types
+from varlens.core.tensor import Tensor
 from varlens.ops import linalg as L
-from varlens.ops.pointwise import acos
-from varlens.ops.linalg import addmm
-from varlens.ops.linalg import addmv
-from varlens.ops.linalg import addr
-from varlens.ops.reduce import aminmax
-from varlens.ops.pointwise import arccos
-from varlens.ops.pointwise import arcsin
-from varlens.ops.pointwise import arctan
-from varlens.ops.pointwise import arctan2
-from varlens.ops.index import argwhere
-from varlens.ops.pointwise import asin
-from varlens.ops.pointwise import atan
-from varlens.ops.pointwise import atan2
-from varlens.ops.shape import atleast_1d
-from varlens.ops.shape import atleast_2d
-from varlens.ops.shape import atleast_3d
-from varlens.ops.linalg import baddbmm
-from varlens.ops.order import bucketize
-from varlens.ops.linalg import cdist
-from varlens.ops.pointwise import clamp_max
-from varlens.ops.pointwise import clamp_min
-from varlens.ops.shape import column_stack
-from varlens.ops.pointwise import copysign
-from varlens.ops.pointwise import cosh
-from varlens.ops.linalg import cross
-from varlens.ops.pointwise import deg2rad
-from varlens.ops.special import digamma
-from varlens.ops.shape import dstack
-from varlens.ops.pointwise import erfc
-from varlens.ops.special import erfinv
-from varlens.ops.pointwise import exp2
-from varlens.ops.pointwise import heaviside
-from varlens.ops.shape import hstack
-from varlens.ops.pointwise import hypot
-from varlens.ops.linalg import kron
-from varlens.ops.order import kthvalue
-from varlens.ops.special import lgamma
-from varlens.ops.pointwise import logaddexp
-from varlens.ops.scan import logcumsumexp
-from varlens.ops.index import masked_select
-from varlens.ops.order import quantile
-from varlens.ops.pointwise import rad2deg
-from varlens.ops.shape import row_stack
-from varlens.ops.order import searchsorted
-from varlens.ops.pointwise import signbit
-from varlens.ops.pointwise import sinh
-from varlens.ops.shape import swapdims
-from varlens.ops.index import take
-from varlens.ops.index import take_along_dim
-from varlens.ops.pointwise import tan
-from varlens.ops.shape import tile
-from varlens.ops.linalg import trace
-from varlens.ops.shape import vstack
-from varlens.ops.special import xlogy
-from varlens.ops.tensor_methods import _identity
-from varlens.ops.tensor_methods import _o_trunc
-from varlens.ops.pointwise import acosh
-from varlens.ops.linalg import addbmm
-from varlens.ops.pointwise import addcdiv
-from varlens.ops.pointwise import addcmul
-from varlens.ops.shape import adjoint
-from varlens.settings import are_deterministic_algorithms_enabled
-from varlens.ops.creation import asarray
-from varlens.ops.pointwise import asinh
-from varlens.ops.pointwise import atanh
-from varlens.ops.creation import bartlett_window
-from varlens.ops.random import binomial
-from varlens.ops.pointwise import bitwise_left_shift
-from varlens.ops.pointwise import bitwise_right_shift
-from varlens.ops.compare import bitwise_xor
-from varlens.ops.creation import blackman_window
-from varlens.ops.shape import block_diag
-from varlens.ops.shape import broadcast_shapes
-from varlens.ops.shape import broadcast_tensors
-from varlens.core.dtypes import can_cast
-from varlens.ops.shape import cartesian_prod
-from varlens.ops.linalg import chain_matmul
-from varlens.ops.shape import chunk
-from varlens.ops.index import combinations
-from varlens.settings import compile
-from varlens.ops.linalg import corrcoef
-from varlens.ops.linalg import cov
-from varlens.ops.scan import cummax
-from varlens.ops.scan import cummin
-from varlens.ops.scan import cumprod
-from varlens.ops.scan import cumulative_trapezoid
-from varlens.ops.index import diag_embed
-from varlens.ops.index import diagflat
-from varlens.ops.index import diagonal_scatter
-from varlens.ops.linalg import dist
-from varlens.ops.shape import dsplit
-from varlens.ops.creation import fill
-from varlens.ops.pointwise import float_power
-from varlens.ops.pointwise import fmax
-from varlens.ops.pointwise import fmin
-from varlens.ops.pointwise import frexp
-from varlens.ops.pointwise import gcd
-from varlens.ops.linalg import ger
-from varlens.ops.queries import get_device
-from varlens.settings import get_float32_matmul_precision
-from varlens.settings import get_num_interop_threads
-from varlens.ops.compare import greater_equal
-from varlens.ops.creation import hamming_window
-from varlens.ops.creation import hann_window
-from varlens.ops.order import histogram
-from varlens.ops.shape import hsplit
-from varlens.ops.special import i0
-from varlens.ops.special import igamma
-from varlens.ops.special import igammac
-from varlens.ops.index import index_put
-from varlens.ops.linalg import inner
-from varlens.ops.queries import is_complex
-from varlens.settings import is_deterministic_algorithms_warn_only_enabled
-from varlens.ops.queries import is_floating_point
-from varlens.ops.queries import is_nonzero
-from varlens.ops.queries import is_same_size
-from varlens.ops.queries import is_signed
-from varlens.ops.compare import isin
-from varlens.ops.compare import isneginf
-from varlens.ops.compare import isposinf
-from varlens.ops.creation import kaiser_window
-from varlens.ops.pointwise import lcm
-from varlens.ops.pointwise import ldexp
-from varlens.ops.compare import less_equal
-from varlens.ops.pointwise import logaddexp2
-from varlens.ops.creation import logspace
-from varlens.ops.index import masked_scatter
-from varlens.ops.order import mode
-from varlens.ops.shape import moveaxis
-from varlens.ops.shape import movedim
-from varlens.ops.order import msort
-from varlens.ops.special import mvlgamma
-from varlens.ops.reduce import nanmean
-from varlens.ops.order import nanmedian
-from varlens.ops.reduce import nansum
-from varlens.ops.pointwise import nextafter
-from varlens.ops.compare import not_equal
-from varlens.ops.random import poisson
-from varlens.ops.special import polygamma
-from varlens.ops.pointwise import positive
-from varlens.core.dtypes import promote_types
-from varlens.ops.index import put
-from varlens.ops.random import randint_like
-from varlens.ops.shape import ravel
-from varlens.ops.linalg import renorm
-from varlens.ops.queries import result_type
-from varlens.ops.creation import scalar_tensor
-from varlens.ops.index import scatter_reduce
-from varlens.ops.index import select
-from varlens.ops.index import select_scatter
-from varlens.settings import set_float32_matmul_precision
-from varlens.settings import set_flush_denormal
-from varlens.settings import set_num_interop_threads
-from varlens.ops.pointwise import sgn
-from varlens.ops.pointwise import sinc
-from varlens.ops.index import slice_scatter
-from varlens.ops.shape import split
-from varlens.ops.shape import split_with_sizes
-from varlens.ops.reduce import sum_to_size
-from varlens.ops.shape import tensor_split
-from varlens.ops.linalg import tensordot
-from varlens.ops.scan import trapezoid
-from varlens.ops.scan import trapz
-from varlens.ops.shape import tril_indices
-from varlens.ops.shape import triu_indices
-from varlens.ops.order import unique_consecutive
-from varlens.ops.shape import unravel_index
-from varlens.settings import use_deterministic_algorithms
-from varlens.ops.linalg import vander
-from varlens.ops.linalg import vdot
-from varlens.ops.shape import vsplit
-from varlens.ops.linalg import cholesky_inverse
-from varlens.ops.linalg import cholesky_old
-from varlens.ops.linalg import cholesky_solve
-from varlens.ops.linalg import geqrf
-from varlens.ops.linalg import lu_old
-from varlens.ops.linalg import lu_solve_old
-from varlens.ops.linalg import lu_unpack
-from varlens.ops.linalg import matrix_exp
-from varlens.ops.linalg import matrix_power
-from varlens.ops.linalg import orgqr
-from varlens.ops.linalg import ormqr
-from varlens.ops.linalg import pca_lowrank
-from varlens.ops.linalg import pinverse
-from varlens.ops.linalg import qr_old
-from varlens.ops.linalg import svd_lowrank
-from varlens.ops.linalg import svd_old
-from varlens.ops.linalg import triangular_solve
+from varlens.ops.activation import relu
+from varlens.ops.compare import (allclose, bitwise_and, bitwise_not, bitwise_or, bitwise_xor, eq, equal, ge,
+                                 greater_equal, gt, isclose, isfinite, isin, isinf, isnan, isneginf,
+                                 isposinf, le, less_equal, logical_and, logical_not, logical_or, logical_xor,
+                                 lt, ne, not_equal)
+from varlens.ops.creation import (asarray, bartlett_window, blackman_window, fill, hamming_window,
+                                  hann_window, kaiser_window, logspace, scalar_tensor)
+from varlens.ops.device import tensor_cpu, tensor_cuda, tensor_is_pinned, tensor_pin_memory, tensor_to
+from varlens.ops.index import (argwhere, combinations, diag, diag_embed, diagflat, diagonal,
+                               diagonal_scatter, fill_diagonal, gather, getitem, index_add, index_copy,
+                               index_fill, index_put, index_select, masked_fill, masked_scatter,
+                               masked_select, nonzero, put, repeat_interleave, scatter, scatter_add,
+                               scatter_reduce, select, select_scatter, slice_scatter, take, take_along_dim,
+                               tril, triu)
+from varlens.ops.linalg import (addbmm, addmm, addmv, addr, baddbmm, bmm, cdist, chain_matmul,
+                                cholesky_inverse, cholesky_old, cholesky_solve, corrcoef, cov, cross, dist,
+                                dot, geqrf, ger, inner, kron, lu_old, lu_solve_old, lu_unpack, matmul,
+                                matrix_exp, matrix_power, mm, mv, norm, orgqr, ormqr, outer, pca_lowrank,
+                                pinverse, qr_old, renorm, svd_lowrank, svd_old, tensordot, trace,
+                                triangular_solve, vander, vdot)
+from varlens.ops.order import (argsort, bincount, bucketize, histc, histogram, kthvalue, median, mode, msort,
+                               nanmedian, quantile, searchsorted, sort, topk, unique, unique_consecutive)
+from varlens.ops.pointwise import (_add, _sub, abs, acos, acosh, add, addcdiv, addcmul, arccos, arcsin,
+                                   arctan, arctan2, asin, asinh, atan, atan2, atanh, bitwise_left_shift,
+                                   bitwise_right_shift, ceil, clamp, clamp_max, clamp_min, copysign, cos,
+                                   cosh, deg2rad, div, erf, erfc, exp, exp2, expm1, float_power, floor,
+                                   floor_divide, fmax, fmin, fmod, frac, frexp, gcd, heaviside, hypot, lcm,
+                                   ldexp, lerp, log, log1p, log2, log10, logaddexp, logaddexp2, logit,
+                                   maximum, minimum, mul, nan_to_num, neg, nextafter, positive, pow, rad2deg,
+                                   rdiv, reciprocal, remainder, round, rpow, rsqrt, rsub, sgn, sigmoid, sign,
+                                   signbit, sin, sinc, sinh, sqrt, square, sub, tan, tanh, trunc, where)
+from varlens.ops.queries import (get_device, is_complex, is_floating_point, is_nonzero, is_same_size,
+                                 is_signed, result_type)
+from varlens.ops.random import binomial, poisson, randint_like
+from varlens.ops.reduce import (all, amax, amin, aminmax, any, argmax, argmin, count_nonzero, log_softmax,
+                                logsumexp, max, mean, min, nanmean, nansum, prod, softmax, std, sum,
+                                sum_to_size, var)
+from varlens.ops.scan import (cummax, cummin, cumprod, cumsum, cumulative_trapezoid, diff, logcumsumexp,
+                              trapezoid, trapz)
+from varlens.ops.shape import (adjoint, atleast_1d, atleast_2d, atleast_3d, block_diag, broadcast_shapes,
+                               broadcast_tensors, broadcast_to, cartesian_prod, chunk, column_stack, dsplit,
+                               dstack, expand, expand_as, flatten, flip, fliplr, flipud, hsplit, hstack,
+                               moveaxis, movedim, narrow, permute, ravel, repeat, reshape, reshape_as, roll,
+                               rot90, row_stack, split, split_with_sizes, squeeze, swapdims, t, tensor_split,
+                               tile, transpose, tril_indices, triu_indices, type_as, unbind, unflatten,
+                               unfold, unravel_index, unsqueeze, view, view_as, vsplit, vstack)
+from varlens.ops.special import digamma, erfinv, i0, igamma, igammac, lgamma, mvlgamma, polygamma, xlogy
+from varlens.ops.tensor_methods import (_H, __setitem__, _bernoulli_method, _bfloat16_error, _cmp_cast,
+                                        _float_power_, _identity, _inplace_from, _o_trunc, _rand_fill,
+                                        _random_fill, _reshaping_inplace, _torch_inplace, abs_, add_,
+                                        addcdiv_, addcmul_, apply_, bernoulli_, clamp_, copy_, cos_, div_,
+                                        exp_, fill_, lerp_, log_, map_, mul_, neg_, normal_, pow_, relu_,
+                                        sigmoid_, sin_, sqrt_, sub_, tanh_, tensor_clone, tensor_contiguous,
+                                        tensor_multinomial, uniform_, zero_)
+from varlens.settings import (are_deterministic_algorithms_enabled, compile, get_float32_matmul_precision,
+                              get_num_interop_threads, is_deterministic_algorithms_warn_only_enabled,
+                              set_float32_matmul_precision, set_flush_denormal, set_num_interop_threads,
+                              use_deterministic_algorithms)
+
+SAME = "same"  # the method column of a row whose method is its function
 
 
-class _Staging:
-    """Tensor's attributes as the table builds them: the class's own, then the entries so far."""
+class _functional:
+    """A row's function that is torch.nn.functional's (``varlens.conv2d is F.conv2d``); looked
+    up when the namespace is installed, since nn.functional is imported after the ops."""
+    __slots__ = ("name",)
 
-    def __init__(self):
-        self.added = {}
-
-    def has(self, name):
-        return name in self.added or hasattr(Tensor, name)
-
-    def get(self, name, default=None):
-        return self.added[name] if name in self.added else getattr(Tensor, name, default)
-
-    def set(self, name, value):
-        self.added[name] = value
-
-
-_S = _Staging()
-
-def _r(fn):
-    """Reflected operator: other OP self."""
-    return lambda self, other: fn(self, other)
+    def __init__(self, name):
+        self.name = name
 
 
 def _size_args(fn):
+    """A method taking the sizes as separate arguments too (``x.reshape(2, 3)``)."""
     def m(self, *shape):
         return fn(self, *shape)
     return m
 
 
-_OPERATORS_AND_METHODS = {
-    # operators
-    "__add__": _add, "__radd__": _add, "__sub__": _sub, "__rsub__": rsub, "__mul__": mul,
-    "__rmul__": mul, "__truediv__": div, "__rtruediv__": rdiv, "__neg__": neg, "__pow__": pow,
-    "__rpow__": rpow, "__matmul__": matmul, "__rmatmul__": lambda s, o: matmul(o, s),
-    "__getitem__": getitem, "__abs__": abs, "__pos__": lambda s: s,
-    "__eq__": eq, "__ne__": ne, "__lt__": lt, "__le__": le, "__gt__": gt, "__ge__": ge,
-    "__and__": bitwise_and, "__or__": bitwise_or, "__invert__": bitwise_not,
-    "__floordiv__": floor_divide, "__mod__": remainder, "__xor__": logical_xor,
-    "__rfloordiv__": lambda s, o: floor_divide(o, s), "__rmod__": lambda s, o: remainder(o, s),
-    # arithmetic and math
-    "add": add, "sub": sub, "subtract": sub, "mul": mul, "multiply": mul, "div": div,
-    "divide": div, "true_divide": div, "neg": neg, "negative": neg, "pow": pow, "exp": exp,
-    "log": log, "log1p": log1p, "expm1": expm1, "log2": log2, "log10": log10, "sqrt": sqrt,
-    "rsqrt": rsqrt, "square": square, "abs": abs, "absolute": abs, "sign": sign, "sin": sin,
-    "cos": cos, "erf": erf, "tanh": tanh, "sigmoid": sigmoid, "relu": relu, "clamp": clamp,
-    "clip": clamp, "maximum": maximum, "minimum": minimum, "reciprocal": reciprocal,
-    "lerp": lerp, "floor": floor, "ceil": ceil, "round": round, "trunc": trunc,
-    "remainder": remainder, "isnan": isnan, "isinf": isinf, "isfinite": isfinite,
-    "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
-    "logical_and": logical_and, "logical_or": logical_or, "logical_not": logical_not,
-    "logical_xor": logical_xor, "masked_fill": masked_fill, "where": lambda s, c, o: where(c, s, o),
-    "matmul": matmul, "mm": mm, "bmm": bmm, "dot": dot, "mv": mv, "outer": outer,
-    # reductions
-    "sum": sum, "mean": mean, "var": var, "std": std, "max": max, "min": min, "amax": amax,
-    "amin": amin, "argmax": argmax, "argmin": argmin, "logsumexp": logsumexp, "prod": prod,
-    "softmax": softmax, "log_softmax": log_softmax, "cumsum": cumsum, "norm": norm,
-    "all": all, "any": any, "sort": sort, "argsort": argsort, "topk": topk,
-    "tril": tril, "triu": triu, "diag": diag, "diagonal": diagonal, "roll": roll,
-    "repeat_interleave": repeat_interleave, "nonzero": nonzero, "unique": unique,
-    # shapes
-    "reshape": _size_args(reshape), "view": _size_args(view), "view_as": view_as,
-    "permute": _size_args(permute), "transpose": transpose, "swapaxes": transpose, "t": t,
-    "squeeze": squeeze, "unsqueeze": unsqueeze, "flatten": flatten, "unflatten": unflatten,
-    "expand": _size_args(expand), "expand_as": expand_as, "broadcast_to": broadcast_to,
-    "flip": flip, "split": split, "chunk": chunk, "unbind": unbind, "movedim": movedim,
-    "repeat": _size_args(repeat),
-    # indexing
-    "gather": gather, "scatter_add": scatter_add, "scatter": scatter, "index_select": index_select,
-    "allclose": allclose, "equal": equal,
-}
+def _where_method(self, condition, other):
+    """Tensor.where(condition, other): ``self`` where condition holds, else other."""
+    return where(condition, self, other)
 
 
-_TORCH_FUNCTIONS_A = {
-    "atan": atan, "arctan": arctan, "asin": asin, "arcsin": arcsin, "acos": acos, "arccos": arccos,
-    "atan2": atan2, "arctan2": arctan2, "erfinv": erfinv, "lgamma": lgamma, "digamma": digamma,
-    "tan": tan, "sinh": sinh, "cosh": cosh, "hypot": hypot, "logaddexp": logaddexp, "xlogy": xlogy,
-    "exp2": exp2, "erfc": erfc, "deg2rad": deg2rad, "rad2deg": rad2deg, "copysign": copysign,
-    "signbit": signbit, "heaviside": heaviside, "addmm": addmm, "baddbmm": baddbmm, "addmv": addmv,
-    "addr": addr, "trace": trace, "cross": cross, "kron": kron, "cdist": cdist,
-    "atleast_1d": atleast_1d, "atleast_2d": atleast_2d, "atleast_3d": atleast_3d, "vstack": vstack,
-    "row_stack": row_stack, "hstack": hstack, "dstack": dstack, "column_stack": column_stack,
-    "tile": tile, "swapdims": swapdims, "masked_select": masked_select, "take": take,
-    "take_along_dim": take_along_dim, "argwhere": argwhere, "searchsorted": searchsorted,
-    "bucketize": bucketize, "kthvalue": kthvalue, "quantile": quantile, "logcumsumexp": logcumsumexp,
-    "aminmax": aminmax, "clamp_min": clamp_min, "clamp_max": clamp_max,
-}
+@torch_args(tensor_first=True)
+def _unsafe_chunk(input, chunks, dim=0):
+    """torch.unsafe_chunk: chunk (varlens has no view-aliasing checks for it to skip)."""
+    return chunk(input, chunks, dim)
 
 
-def _linalg():
-    return {"inverse": L.inv, "det": L.det, "logdet": L.logdet, "slogdet": L.slogdet}
+@torch_args(tensor_first=True)
+def _unsafe_split(input, split_size, dim=0):
+    """torch.unsafe_split: split (varlens has no view-aliasing checks for it to skip)."""
+    return split(input, split_size, dim)
 
 
-_TORCH_FUNCTIONS_A.update(_linalg())
+def _fill_diagonal_(self, fill_value, wrap=False):
+    """Tensor.fill_diagonal_(fill_value, wrap=False): in place, as the other NAME_ methods."""
+    return _inplace_from("fill_diagonal", lambda t: fill_diagonal(t, fill_value, wrap))(self)
 
 
-_NOT_METHODS_A = {"atleast_1d", "atleast_2d", "atleast_3d", "vstack", "row_stack", "hstack", "dstack",
-                "column_stack", "searchsorted", "bucketize", "cdist"}
+_transpose_ = _reshaping_inplace("transpose", transpose)  # also swapaxes_ and swapdims_
 
 
-# ---------------------------------------------------------------- registration
-_TORCH_FUNCTIONS_B = {
-    "polygamma": polygamma, "i0": i0, "special_i0": i0, "igamma": igamma, "igammac": igammac,
-    "poisson": poisson, "binomial": binomial,
-    "cumprod": cumprod, "cummax": cummax, "cummin": cummin, "mode": mode,
-    "nansum": nansum, "nanmean": nanmean, "nanmedian": nanmedian,
-    "sinc": sinc, "asinh": asinh, "arcsinh": asinh, "acosh": acosh, "arccosh": acosh,
-    "atanh": atanh, "arctanh": atanh,
-    "block_diag": block_diag, "cartesian_prod": cartesian_prod, "combinations": combinations,
-    "diag_embed": diag_embed, "diagflat": diagflat, "vander": vander,
-    "tensordot": tensordot, "inner": inner, "vdot": vdot, "ger": ger, "chain_matmul": chain_matmul,
-    "addcmul": addcmul, "addcdiv": addcdiv, "addbmm": addbmm, "dist": dist,
-    "float_power": float_power, "nextafter": nextafter, "fmax": fmax, "fmin": fmin,
-    "logaddexp2": logaddexp2, "ldexp": ldexp, "frexp": frexp, "sgn": sgn, "mvlgamma": mvlgamma,
-    "isposinf": isposinf, "isneginf": isneginf, "adjoint": adjoint,
-    "gcd": gcd, "lcm": lcm, "bitwise_xor": bitwise_xor, "bitwise_left_shift": bitwise_left_shift,
-    "bitwise_right_shift": bitwise_right_shift, "isin": isin,
-    "greater_equal": greater_equal, "less_equal": less_equal, "not_equal": not_equal,
-    "put": put, "masked_scatter": masked_scatter, "select": select, "select_scatter": select_scatter,
-    "slice_scatter": slice_scatter, "diagonal_scatter": diagonal_scatter, "scatter_reduce": scatter_reduce,
-    "trapezoid": trapezoid, "trapz": trapz, "cumulative_trapezoid": cumulative_trapezoid,
-    "cov": cov, "corrcoef": corrcoef, "renorm": renorm, "histogram": histogram, "logspace": logspace,
-    "tril_indices": tril_indices, "triu_indices": triu_indices, "unique_consecutive": unique_consecutive,
-    "unravel_index": unravel_index, "broadcast_shapes": broadcast_shapes,
-    "broadcast_tensors": broadcast_tensors, "tensor_split": tensor_split, "hsplit": hsplit,
-    "vsplit": vsplit, "dsplit": dsplit, "split_with_sizes": split_with_sizes, "msort": msort,
-    "ravel": ravel, "moveaxis": moveaxis, "asarray": asarray, "scalar_tensor": scalar_tensor,
-    "randint_like": randint_like, "fill": fill,
-    "hann_window": hann_window, "hamming_window": hamming_window, "bartlett_window": bartlett_window,
-    "blackman_window": blackman_window, "kaiser_window": kaiser_window,
-    "is_floating_point": is_floating_point, "is_complex": is_complex, "is_signed": is_signed,
-    "is_nonzero": is_nonzero, "is_same_size": is_same_size, "positive": positive, "fix": _o_trunc,
-    "resolve_conj": _identity, "resolve_neg": _identity, "conj": _identity, "conj_physical": _identity,
-    "get_device": get_device, "result_type": result_type, "promote_types": promote_types,
-    "can_cast": can_cast, "sum_to_size": sum_to_size,
-    "set_float32_matmul_precision": set_float32_matmul_precision,
-    "get_float32_matmul_precision": get_float32_matmul_precision,
-    "use_deterministic_algorithms": use_deterministic_algorithms,
-    "are_deterministic_algorithms_enabled": are_deterministic_algorithms_enabled,
-    "is_deterministic_algorithms_warn_only_enabled": is_deterministic_algorithms_warn_only_enabled,
-    "set_num_interop_threads": set_num_interop_threads, "get_num_interop_threads": get_num_interop_threads,
-    "compile": compile, "set_flush_denormal": set_flush_denormal,
-    "unsafe_chunk": lambda input, chunks, dim=0: chunk(input, chunks, dim),  # noqa: A006
-    "unsafe_split": lambda input, split_size, dim=0: split(input, split_size, dim),  # noqa: A006
-}
+SURFACE = (
+    # (name, varlens.NAME, Tensor.NAME)
+    # -- operators and the core methods
+    ("__add__", None, _add),
+    ("__radd__", None, _add),
+    ("__sub__", None, _sub),
+    ("__rsub__", None, rsub),
+    ("__mul__", None, mul),
+    ("__rmul__", None, mul),
+    ("__truediv__", None, div),
+    ("__rtruediv__", None, rdiv),
+    ("__neg__", None, neg),
+    ("__pow__", None, pow),
+    ("__rpow__", None, rpow),
+    ("__matmul__", None, matmul),
+    ("__rmatmul__", None, lambda s, o: matmul(o, s)),
+    ("__getitem__", None, getitem),
+    ("__abs__", None, abs),
+    ("__pos__", None, lambda s: s),
+    ("__eq__", None, eq),
+    ("__ne__", None, ne),
+    ("__lt__", None, lt),
+    ("__le__", None, le),
+    ("__gt__", None, gt),
+    ("__ge__", None, ge),
+    ("__and__", None, bitwise_and),
+    ("__or__", None, bitwise_or),
+    ("__invert__", None, bitwise_not),
+    ("__floordiv__", None, floor_divide),
+    ("__mod__", None, remainder),
+    ("__xor__", None, logical_xor),
+    ("__rfloordiv__", None, lambda s, o: floor_divide(o, s)),
+    ("__rmod__", None, lambda s, o: remainder(o, s)),
+    ("add", add, SAME),
+    ("sub", sub, SAME),
+    ("subtract", sub, SAME),
+    ("mul", mul, SAME),
+    ("multiply", mul, SAME),
+    ("div", div, SAME),
+    ("divide", div, SAME),
+    ("true_divide", div, SAME),
+    ("neg", neg, SAME),
+    ("negative", neg, SAME),
+    ("pow", pow, SAME),
+    ("exp", exp, SAME),
+    ("log", log, SAME),
+    ("log1p", log1p, SAME),
+    ("expm1", expm1, SAME),
+    ("log2", log2, SAME),
+    ("log10", log10, SAME),
+    ("sqrt", sqrt, SAME),
+    ("rsqrt", rsqrt, SAME),
+    ("square", square, SAME),
+    ("abs", abs, SAME),
+    ("absolute", abs, SAME),
+    ("sign", sign, SAME),
+    ("sin", sin, SAME),
+    ("cos", cos, SAME),
+    ("erf", erf, SAME),
+    ("tanh", tanh, SAME),
+    ("sigmoid", sigmoid, SAME),
+    ("relu", relu, SAME),
+    ("clamp", clamp, SAME),
+    ("clip", clamp, SAME),
+    ("maximum", maximum, SAME),
+    ("minimum", minimum, SAME),
+    ("reciprocal", reciprocal, SAME),
+    ("lerp", lerp, SAME),
+    ("floor", floor, SAME),
+    ("ceil", ceil, SAME),
+    ("round", round, SAME),
+    ("trunc", trunc, SAME),
+    ("remainder", remainder, SAME),
+    ("isnan", isnan, SAME),
+    ("isinf", isinf, SAME),
+    ("isfinite", isfinite, SAME),
+    ("eq", eq, SAME),
+    ("ne", ne, SAME),
+    ("lt", lt, SAME),
+    ("le", le, SAME),
+    ("gt", gt, SAME),
+    ("ge", ge, SAME),
+    ("logical_and", logical_and, SAME),
+    ("logical_or", logical_or, SAME),
+    ("logical_not", logical_not, SAME),
+    ("logical_xor", logical_xor, SAME),
+    ("masked_fill", masked_fill, SAME),
+    ("where", where, _where_method),
+    ("matmul", matmul, SAME),
+    ("mm", mm, SAME),
+    ("bmm", bmm, SAME),
+    ("dot", dot, SAME),
+    ("mv", mv, SAME),
+    ("outer", outer, SAME),
+    ("sum", sum, SAME),
+    ("mean", mean, SAME),
+    ("var", var, SAME),
+    ("std", std, SAME),
+    ("max", max, SAME),
+    ("min", min, SAME),
+    ("amax", amax, SAME),
+    ("amin", amin, SAME),
+    ("argmax", argmax, SAME),
+    ("argmin", argmin, SAME),
+    ("logsumexp", logsumexp, SAME),
+    ("prod", prod, SAME),
+    ("softmax", softmax, SAME),
+    ("log_softmax", log_softmax, SAME),
+    ("cumsum", cumsum, SAME),
+    ("norm", norm, SAME),
+    ("all", all, SAME),
+    ("any", any, SAME),
+    ("sort", sort, SAME),
+    ("argsort", argsort, SAME),
+    ("topk", topk, SAME),
+    ("tril", tril, SAME),
+    ("triu", triu, SAME),
+    ("diag", diag, SAME),
+    ("diagonal", diagonal, SAME),
+    ("roll", roll, SAME),
+    ("repeat_interleave", repeat_interleave, SAME),
+    ("nonzero", nonzero, SAME),
+    ("unique", unique, SAME),
+    ("reshape", reshape, _size_args(reshape)),
+    ("view", view, _size_args(view)),
+    ("view_as", view_as, SAME),
+    ("permute", permute, _size_args(permute)),
+    ("transpose", transpose, SAME),
+    ("swapaxes", transpose, SAME),
+    ("t", t, SAME),
+    ("squeeze", squeeze, SAME),
+    ("unsqueeze", unsqueeze, SAME),
+    ("flatten", flatten, SAME),
+    ("unflatten", unflatten, SAME),
+    ("expand", expand, _size_args(expand)),
+    ("expand_as", expand_as, SAME),
+    ("broadcast_to", broadcast_to, SAME),
+    ("flip", flip, SAME),
+    ("split", split, SAME),
+    ("chunk", chunk, SAME),
+    ("unbind", unbind, SAME),
+    ("repeat", repeat, _size_args(repeat)),
+    ("gather", gather, SAME),
+    ("scatter_add", scatter_add, SAME),
+    ("scatter", scatter, SAME),
+    ("index_select", index_select, SAME),
+    ("allclose", allclose, SAME),
+    ("equal", equal, SAME),
+    # -- in-place updates, x[k] = v, copy/clone/contiguous (varlens/ops/tensor_methods.py)
+    ("add_", None, add_),
+    ("sub_", None, sub_),
+    ("mul_", None, mul_),
+    ("div_", None, div_),
+    ("pow_", None, pow_),
+    ("addcmul_", None, addcmul_),
+    ("addcdiv_", None, addcdiv_),
+    ("lerp_", None, lerp_),
+    ("exp_", _torch_inplace("exp"), exp_),
+    ("log_", _torch_inplace("log"), log_),
+    ("sqrt_", _torch_inplace("sqrt"), sqrt_),
+    ("abs_", _torch_inplace("abs"), abs_),
+    ("neg_", _torch_inplace("neg"), neg_),
+    ("tanh_", _torch_inplace("tanh"), tanh_),
+    ("sin_", _torch_inplace("sin"), sin_),
+    ("cos_", _torch_inplace("cos"), cos_),
+    ("relu_", _torch_inplace("relu"), relu_),
+    ("sigmoid_", _torch_inplace("sigmoid"), sigmoid_),
+    ("clamp_", _torch_inplace("clamp"), clamp_),
+    ("zero_", _torch_inplace("zero"), zero_),
+    ("fill_", _torch_inplace("fill"), fill_),
+    ("copy_", None, copy_),
+    ("normal_", None, normal_),
+    ("uniform_", None, uniform_),
+    ("bernoulli_", None, bernoulli_),
+    ("apply_", None, apply_),
+    ("map_", None, map_),
+    ("multinomial", None, tensor_multinomial),
+    ("__setitem__", None, __setitem__),
+    ("contiguous", None, tensor_contiguous),
+    ("clone", None, tensor_clone),
+    ("__iadd__", None, add_),
+    ("__isub__", None, sub_),
+    ("__imul__", None, mul_),
+    ("__itruediv__", None, div_),
+    ("clip_", _torch_inplace("clip"), clamp_),
+    # -- devices (varlens/ops/device.py)
+    ("cuda", None, tensor_cuda),
+    ("cpu", None, tensor_cpu),
+    ("to", None, tensor_to),
+    ("pin_memory", None, tensor_pin_memory),
+    ("is_pinned", None, tensor_is_pinned),
+    # -- index_add/copy/fill, narrow, strides, dtype shortcuts, and their in-place variants
+    ("index_add", index_add, SAME),
+    ("index_copy", index_copy, SAME),
+    ("index_fill", index_fill, SAME),
+    ("fmod", fmod, SAME),
+    ("frac", frac, SAME),
+    ("logit", logit, SAME),
+    ("nan_to_num", nan_to_num, SAME),
+    ("count_nonzero", count_nonzero, SAME),
+    ("diff", diff, SAME),
+    ("median", median, SAME),
+    ("bincount", bincount, SAME),
+    ("histc", histc, SAME),
+    ("narrow", narrow, SAME),
+    ("rot90", rot90, SAME),
+    ("fliplr", fliplr, SAME),
+    ("flipud", flipud, SAME),
+    ("type_as", None, type_as),
+    ("reshape_as", None, reshape_as),
+    ("unfold", None, unfold),
+    ("byte", None, lambda s: s.to(DT.uint8)),
+    ("char", None, lambda s: s.to(DT.int8)),
+    ("short", None, lambda s: s.to(DT.int16)),
+    ("stride", None, lambda s, dim=None: (tuple(st // s._data.itemsize for st in s._data.strides) if dim is None
+                                       else s._data.strides[dim] // s._data.itemsize)),
+    ("data_ptr", None, lambda s: s._data.ctypes.data),
+    ("share_memory_", None, lambda s: s),
+    ("exponential_", None, _random_fill("exponential")),
+    ("random_", None, _random_fill("random")),
+    ("nbytes", None, property(lambda s: s._data.nbytes)),
+    ("scatter_", None, _inplace_from("scatter", scatter)),
+    ("scatter_add_", None, _inplace_from("scatter_add", scatter_add)),
+    ("masked_fill_", None, _inplace_from("masked_fill", masked_fill)),
+    ("index_add_", None, _inplace_from("index_add", index_add)),
+    ("index_copy_", None, _inplace_from("index_copy", index_copy)),
+    ("index_fill_", None, _inplace_from("index_fill", index_fill)),
+    ("clamp_min_", _torch_inplace("clamp_min"), _inplace_from("clamp_min", lambda s, v: clamp(s, v, None))),
+    ("clamp_max_", _torch_inplace("clamp_max"), _inplace_from("clamp_max", lambda s, v: clamp(s, None, v))),
+    ("floor_", _torch_inplace("floor"), _inplace_from("floor", floor)),
+    ("ceil_", _torch_inplace("ceil"), _inplace_from("ceil", ceil)),
+    ("round_", _torch_inplace("round"), _inplace_from("round", round)),
+    ("trunc_", _torch_inplace("trunc"), _inplace_from("trunc", trunc)),
+    ("sign_", None, _inplace_from("sign", sign)),
+    ("reciprocal_", _torch_inplace("reciprocal"), _inplace_from("reciprocal", reciprocal)),
+    ("square_", _torch_inplace("square"), _inplace_from("square", square)),
+    ("log1p_", _torch_inplace("log1p"), _inplace_from("log1p", log1p)),
+    ("expm1_", _torch_inplace("expm1"), _inplace_from("expm1", expm1)),
+    ("nan_to_num_", _torch_inplace("nan_to_num"), _inplace_from("nan_to_num", nan_to_num)),
+    ("fmod_", None, _inplace_from("fmod", fmod)),
+    ("remainder_", None, _inplace_from("remainder", remainder)),
+    ("frac_", _torch_inplace("frac"), _inplace_from("frac", frac)),
+    ("log2_", _torch_inplace("log2"), _inplace_from("log2", log2)),
+    ("log10_", _torch_inplace("log10"), _inplace_from("log10", log10)),
+    ("rsqrt_", _torch_inplace("rsqrt"), _inplace_from("rsqrt", rsqrt)),
+    ("where_", None, _inplace_from("where", lambda s, c, other: where(c, s, other))),
+    ("unsqueeze_", None, _reshaping_inplace("unsqueeze", unsqueeze)),
+    ("squeeze_", None, _reshaping_inplace("squeeze", squeeze)),
+    ("t_", None, _reshaping_inplace("t", t)),
+    ("transpose_", None, _transpose_),
+    # -- more of torch's functions, methods too (trigonometry, addmm/baddbmm, take, quantile, ...)
+    ("atan", atan, SAME),
+    ("arctan", arctan, SAME),
+    ("asin", asin, SAME),
+    ("arcsin", arcsin, SAME),
+    ("acos", acos, SAME),
+    ("arccos", arccos, SAME),
+    ("atan2", atan2, SAME),
+    ("arctan2", arctan2, SAME),
+    ("erfinv", erfinv, SAME),
+    ("lgamma", lgamma, SAME),
+    ("digamma", digamma, SAME),
+    ("tan", tan, SAME),
+    ("sinh", sinh, SAME),
+    ("cosh", cosh, SAME),
+    ("hypot", hypot, SAME),
+    ("logaddexp", logaddexp, SAME),
+    ("xlogy", xlogy, SAME),
+    ("exp2", exp2, SAME),
+    ("erfc", erfc, SAME),
+    ("deg2rad", deg2rad, SAME),
+    ("rad2deg", rad2deg, SAME),
+    ("copysign", copysign, SAME),
+    ("signbit", signbit, SAME),
+    ("heaviside", heaviside, SAME),
+    ("addmm", addmm, SAME),
+    ("baddbmm", baddbmm, SAME),
+    ("addmv", addmv, SAME),
+    ("addr", addr, SAME),
+    ("trace", trace, SAME),
+    ("cross", cross, SAME),
+    ("kron", kron, SAME),
+    ("tile", tile, SAME),
+    ("swapdims", swapdims, SAME),
+    ("masked_select", masked_select, SAME),
+    ("take", take, SAME),
+    ("take_along_dim", take_along_dim, SAME),
+    ("argwhere", argwhere, SAME),
+    ("kthvalue", kthvalue, SAME),
+    ("quantile", quantile, SAME),
+    ("logcumsumexp", logcumsumexp, SAME),
+    ("aminmax", aminmax, SAME),
+    ("clamp_min", clamp_min, SAME),
+    ("clamp_max", clamp_max, SAME),
+    ("inverse", L.inv, SAME),
+    ("det", L.det, SAME),
+    ("logdet", L.logdet, SAME),
+    ("slogdet", L.slogdet, SAME),
+    # -- more of torch's functions, methods too (special functions, scans, nan-reductions, scatter, ...)
+    ("movedim", movedim, SAME),
+    ("index_put", index_put, SAME),
+    ("polygamma", polygamma, lambda s, n: polygamma(n, s)),
+    ("i0", i0, SAME),
+    ("igamma", igamma, SAME),
+    ("igammac", igammac, SAME),
+    ("cumprod", cumprod, SAME),
+    ("cummax", cummax, SAME),
+    ("cummin", cummin, SAME),
+    ("mode", mode, SAME),
+    ("nansum", nansum, SAME),
+    ("nanmean", nanmean, SAME),
+    ("nanmedian", nanmedian, SAME),
+    ("sinc", sinc, SAME),
+    ("asinh", asinh, SAME),
+    ("arcsinh", asinh, SAME),
+    ("acosh", acosh, SAME),
+    ("arccosh", acosh, SAME),
+    ("atanh", atanh, SAME),
+    ("arctanh", atanh, SAME),
+    ("diag_embed", diag_embed, SAME),
+    ("diagflat", diagflat, SAME),
+    ("tensordot", tensordot, SAME),
+    ("inner", inner, SAME),
+    ("vdot", vdot, SAME),
+    ("ger", ger, SAME),
+    ("addcmul", addcmul, SAME),
+    ("addcdiv", addcdiv, SAME),
+    ("addbmm", addbmm, SAME),
+    ("dist", dist, SAME),
+    ("float_power", float_power, SAME),
+    ("nextafter", nextafter, SAME),
+    ("fmax", fmax, SAME),
+    ("fmin", fmin, SAME),
+    ("logaddexp2", logaddexp2, SAME),
+    ("ldexp", ldexp, SAME),
+    ("frexp", frexp, SAME),
+    ("sgn", sgn, SAME),
+    ("mvlgamma", mvlgamma, SAME),
+    ("isposinf", isposinf, SAME),
+    ("isneginf", isneginf, SAME),
+    ("adjoint", adjoint, SAME),
+    ("gcd", gcd, SAME),
+    ("lcm", lcm, SAME),
+    ("bitwise_xor", bitwise_xor, SAME),
+    ("bitwise_left_shift", bitwise_left_shift, SAME),
+    ("bitwise_right_shift", bitwise_right_shift, SAME),
+    ("greater_equal", greater_equal, SAME),
+    ("less_equal", less_equal, SAME),
+    ("not_equal", not_equal, SAME),
+    ("put", put, SAME),
+    ("masked_scatter", masked_scatter, SAME),
+    ("select", select, SAME),
+    ("select_scatter", select_scatter, SAME),
+    ("slice_scatter", slice_scatter, SAME),
+    ("diagonal_scatter", diagonal_scatter, SAME),
+    ("scatter_reduce", scatter_reduce, SAME),
+    ("cov", cov, SAME),
+    ("corrcoef", corrcoef, SAME),
+    ("renorm", renorm, SAME),
+    ("histogram", histogram, SAME),
+    ("unique_consecutive", unique_consecutive, SAME),
+    ("tensor_split", tensor_split, SAME),
+    ("hsplit", hsplit, SAME),
+    ("vsplit", vsplit, SAME),
+    ("dsplit", dsplit, SAME),
+    ("split_with_sizes", split_with_sizes, SAME),
+    ("msort", msort, SAME),
+    ("ravel", ravel, SAME),
+    ("moveaxis", moveaxis, SAME),
+    ("is_complex", is_complex, SAME),
+    ("is_signed", is_signed, SAME),
+    ("is_nonzero", is_nonzero, SAME),
+    ("is_same_size", is_same_size, SAME),
+    ("positive", positive, SAME),
+    ("fix", _o_trunc, SAME),
+    ("resolve_conj", _identity, SAME),
+    ("resolve_neg", _identity, SAME),
+    ("conj", _identity, SAME),
+    ("conj_physical", _identity, SAME),
+    ("sum_to_size", sum_to_size, SAME),
+    ("unsafe_chunk", _unsafe_chunk, SAME),
+    ("unsafe_split", _unsafe_split, SAME),
+    ("fill_diagonal_", None, _fill_diagonal_),
+    ("bitwise_and", bitwise_and, SAME),
+    ("bitwise_or", bitwise_or, SAME),
+    ("bitwise_not", bitwise_not, SAME),
+    ("greater", gt, SAME),
+    ("less", lt, SAME),
+    ("floor_divide", floor_divide, SAME),
+    ("isclose", isclose, SAME),
+    ("ndimension", None, lambda s: s.ndim),
+    ("const_data_ptr", None, lambda s: s._data.ctypes.data),
+    ("bernoulli", None, _bernoulli_method),
+    ("bfloat16", None, _bfloat16_error),
+    ("cauchy_", None, _rand_fill("cauchy")),
+    ("log_normal_", None, _rand_fill("log_normal")),
+    ("geometric_", None, _rand_fill("geometric")),
+    ("absolute_", None, lambda s: s.abs_()),
+    ("is_inference", None, lambda s: False),
+    ("is_shared", None, lambda s: False),
+    # -- in-place variants NAME_: the out-of-place op written back
+    ("acos_", _torch_inplace("acos"), _inplace_from("acos", acos)),
+    ("arccos_", _torch_inplace("arccos"), _inplace_from("arccos", arccos)),
+    ("asin_", _torch_inplace("asin"), _inplace_from("asin", asin)),
+    ("arcsin_", _torch_inplace("arcsin"), _inplace_from("arcsin", arcsin)),
+    ("atan_", _torch_inplace("atan"), _inplace_from("atan", atan)),
+    ("arctan_", _torch_inplace("arctan"), _inplace_from("arctan", arctan)),
+    ("atan2_", None, _inplace_from("atan2", atan2)),
+    ("arctan2_", None, _inplace_from("arctan2", arctan2)),
+    ("acosh_", _torch_inplace("acosh"), _inplace_from("acosh", acosh)),
+    ("arccosh_", _torch_inplace("arccosh"), _inplace_from("arccosh", acosh)),
+    ("asinh_", _torch_inplace("asinh"), _inplace_from("asinh", asinh)),
+    ("arcsinh_", _torch_inplace("arcsinh"), _inplace_from("arcsinh", asinh)),
+    ("atanh_", _torch_inplace("atanh"), _inplace_from("atanh", atanh)),
+    ("arctanh_", _torch_inplace("arctanh"), _inplace_from("arctanh", atanh)),
+    ("cosh_", _torch_inplace("cosh"), _inplace_from("cosh", cosh)),
+    ("sinh_", _torch_inplace("sinh"), _inplace_from("sinh", sinh)),
+    ("tan_", _torch_inplace("tan"), _inplace_from("tan", tan)),
+    ("erf_", _torch_inplace("erf"), _inplace_from("erf", erf)),
+    ("erfc_", _torch_inplace("erfc"), _inplace_from("erfc", erfc)),
+    ("erfinv_", None, _inplace_from("erfinv", erfinv)),
+    ("exp2_", _torch_inplace("exp2"), _inplace_from("exp2", exp2)),
+    ("digamma_", None, _inplace_from("digamma", digamma)),
+    ("lgamma_", None, _inplace_from("lgamma", lgamma)),
+    ("deg2rad_", _torch_inplace("deg2rad"), _inplace_from("deg2rad", deg2rad)),
+    ("rad2deg_", _torch_inplace("rad2deg"), _inplace_from("rad2deg", rad2deg)),
+    ("copysign_", None, _inplace_from("copysign", copysign)),
+    ("hypot_", None, _inplace_from("hypot", hypot)),
+    ("xlogy_", _torch_inplace("xlogy"), _inplace_from("xlogy", xlogy)),
+    ("heaviside_", None, _inplace_from("heaviside", heaviside)),
+    ("logit_", _torch_inplace("logit"), _inplace_from("logit", logit)),
+    ("sinc_", _torch_inplace("sinc"), _inplace_from("sinc", sinc)),
+    ("sgn_", None, _inplace_from("sgn", sgn)),
+    ("mvlgamma_", None, _inplace_from("mvlgamma", mvlgamma)),
+    ("cumprod_", None, _inplace_from("cumprod", cumprod)),
+    ("cumsum_", None, _inplace_from("cumsum", cumsum)),
+    ("addmm_", None, _inplace_from("addmm", addmm)),
+    ("addmv_", _torch_inplace("addmv"), _inplace_from("addmv", addmv)),
+    ("addr_", None, _inplace_from("addr", addr)),
+    ("baddbmm_", None, _inplace_from("baddbmm", baddbmm)),
+    ("addbmm_", None, _inplace_from("addbmm", addbmm)),
+    ("tril_", None, _inplace_from("tril", tril)),
+    ("triu_", None, _inplace_from("triu", triu)),
+    ("i0_", _torch_inplace("i0"), _inplace_from("i0", i0)),
+    ("igamma_", None, _inplace_from("igamma", igamma)),
+    ("igammac_", None, _inplace_from("igammac", igammac)),
+    ("polygamma_", None, _inplace_from("polygamma", lambda s, n: polygamma(n, s))),
+    ("renorm_", None, _inplace_from("renorm", renorm)),
+    ("nextafter_", None, _inplace_from("nextafter", nextafter)),
+    ("ldexp_", _torch_inplace("ldexp"), _inplace_from("ldexp", ldexp)),
+    ("gcd_", _torch_inplace("gcd"), _inplace_from("gcd", gcd)),
+    ("lcm_", _torch_inplace("lcm"), _inplace_from("lcm", lcm)),
+    ("divide_", None, _inplace_from("divide", div)),
+    ("true_divide_", None, _inplace_from("true_divide", div)),
+    ("multiply_", None, _inplace_from("multiply", mul)),
+    ("subtract_", None, _inplace_from("subtract", sub)),
+    ("negative_", _torch_inplace("negative"), _inplace_from("negative", neg)),
+    ("floor_divide_", None, _inplace_from("floor_divide", floor_divide)),
+    ("index_put_", _torch_inplace("index_put"), _inplace_from("index_put", index_put)),
+    ("put_", None, _inplace_from("put", put)),
+    ("masked_scatter_", None, _inplace_from("masked_scatter", masked_scatter)),
+    ("scatter_reduce_", None, _inplace_from("scatter_reduce", scatter_reduce)),
+    ("bitwise_and_", None, _inplace_from("bitwise_and", bitwise_and)),
+    ("bitwise_or_", None, _inplace_from("bitwise_or", bitwise_or)),
+    ("bitwise_xor_", None, _inplace_from("bitwise_xor", bitwise_xor)),
+    ("bitwise_not_", None, _inplace_from("bitwise_not", bitwise_not)),
+    ("bitwise_left_shift_", None, _inplace_from("bitwise_left_shift", bitwise_left_shift)),
+    ("bitwise_right_shift_", None, _inplace_from("bitwise_right_shift", bitwise_right_shift)),
+    ("logical_and_", None, _inplace_from("logical_and", logical_and)),
+    ("logical_or_", None, _inplace_from("logical_or", logical_or)),
+    ("logical_xor_", None, _inplace_from("logical_xor", logical_xor)),
+    ("logical_not_", None, _inplace_from("logical_not", logical_not)),
+    ("fix_", None, _inplace_from("fix", _o_trunc)),
+    ("eq_", None, _inplace_from("eq", _cmp_cast("eq"))),
+    ("ne_", None, _inplace_from("ne", _cmp_cast("ne"))),
+    ("lt_", None, _inplace_from("lt", _cmp_cast("lt"))),
+    ("le_", None, _inplace_from("le", _cmp_cast("le"))),
+    ("gt_", None, _inplace_from("gt", _cmp_cast("gt"))),
+    ("ge_", None, _inplace_from("ge", _cmp_cast("ge"))),
+    ("greater_", None, _inplace_from("greater", _cmp_cast("gt"))),
+    ("greater_equal_", None, _inplace_from("greater_equal", _cmp_cast("ge"))),
+    ("less_", None, _inplace_from("less", _cmp_cast("lt"))),
+    ("less_equal_", None, _inplace_from("less_equal", _cmp_cast("le"))),
+    ("not_equal_", None, _inplace_from("not_equal", _cmp_cast("ne"))),
+    ("float_power_", None, _float_power_),
+    ("swapaxes_", None, _transpose_),
+    ("swapdims_", None, _transpose_),
+    # -- properties
+    ("H", None, property(_H)),
+    ("mH", None, property(lambda s: transpose(s, -2, -1))),
+    ("itemsize", None, property(lambda s: s._data.itemsize)),
+    ("is_sparse", None, property(lambda s: False)),
+    ("is_quantized", None, property(lambda s: False)),
+    ("is_meta", None, property(lambda s: False)),
+    ("is_mkldnn", None, property(lambda s: False)),
+    ("is_xpu", None, property(lambda s: False)),
+    ("is_mps", None, property(lambda s: False)),
+    ("is_xla", None, property(lambda s: False)),
+    ("is_ipu", None, property(lambda s: False)),
+    ("is_hpu", None, property(lambda s: False)),
+    ("is_maia", None, property(lambda s: False)),
+    ("is_mtia", None, property(lambda s: False)),
+    ("is_vulkan", None, property(lambda s: False)),
+    ("is_nested", None, property(lambda s: False)),
+    ("is_sparse_csr", None, property(lambda s: False)),
+    # -- torch's older linalg names (torch.cholesky, torch.svd, ...)
+    ("cholesky", cholesky_old, SAME),
+    ("cholesky_solve", cholesky_solve, SAME),
+    ("cholesky_inverse", cholesky_inverse, SAME),
+    ("qr", qr_old, SAME),
+    ("svd", svd_old, SAME),
+    ("pinverse", pinverse, SAME),
+    ("matrix_power", matrix_power, SAME),
+    ("matrix_exp", matrix_exp, SAME),
+    ("triangular_solve", triangular_solve, SAME),
+    ("geqrf", geqrf, SAME),
+    ("orgqr", orgqr, SAME),
+    ("ormqr", ormqr, SAME),
+    ("lu", lu_old, SAME),
+    ("lu_solve", lu_solve_old, SAME),
+    # -- functions only (varlens.NAME, no Tensor method)
+    ("cdist", cdist, None),
+    ("atleast_1d", atleast_1d, None),
+    ("atleast_2d", atleast_2d, None),
+    ("atleast_3d", atleast_3d, None),
+    ("vstack", vstack, None),
+    ("row_stack", row_stack, None),
+    ("hstack", hstack, None),
+    ("dstack", dstack, None),
+    ("column_stack", column_stack, None),
+    ("searchsorted", searchsorted, None),
+    ("bucketize", bucketize, None),
+    ("special_i0", i0, None),
+    ("poisson", poisson, None),
+    ("binomial", binomial, None),
+    ("block_diag", block_diag, None),
+    ("cartesian_prod", cartesian_prod, None),
+    ("combinations", combinations, None),
+    ("vander", vander, None),
+    ("chain_matmul", chain_matmul, None),
+    ("isin", isin, None),
+    ("trapezoid", trapezoid, None),
+    ("trapz", trapz, None),
+    ("cumulative_trapezoid", cumulative_trapezoid, None),
+    ("logspace", logspace, None),
+    ("tril_indices", tril_indices, None),
+    ("triu_indices", triu_indices, None),
+    ("unravel_index", unravel_index, None),
+    ("broadcast_shapes", broadcast_shapes, None),
+    ("broadcast_tensors", broadcast_tensors, None),
+    ("asarray", asarray, None),
+    ("scalar_tensor", scalar_tensor, None),
+    ("randint_like", randint_like, None),
+    ("fill", fill, None),
+    ("hann_window", hann_window, None),
+    ("hamming_window", hamming_window, None),
+    ("bartlett_window", bartlett_window, None),
+    ("blackman_window", blackman_window, None),
+    ("kaiser_window", kaiser_window, None),
+    ("is_floating_point", is_floating_point, None),
+    ("get_device", get_device, None),
+    ("result_type", result_type, None),
+    ("promote_types", promote_types, None),
+    ("can_cast", can_cast, None),
+    ("set_float32_matmul_precision", set_float32_matmul_precision, None),
+    ("get_float32_matmul_precision", get_float32_matmul_precision, None),
+    ("use_deterministic_algorithms", use_deterministic_algorithms, None),
+    ("are_deterministic_algorithms_enabled", are_deterministic_algorithms_enabled, None),
+    ("is_deterministic_algorithms_warn_only_enabled", is_deterministic_algorithms_warn_only_enabled, None),
+    ("set_num_interop_threads", set_num_interop_threads, None),
+    ("get_num_interop_threads", get_num_interop_threads, None),
+    ("compile", compile, None),
+    ("set_flush_denormal", set_flush_denormal, None),
+    ("lu_unpack", lu_unpack, None),
+    ("svd_lowrank", svd_lowrank, None),
+    ("pca_lowrank", pca_lowrank, None),
+    ("cosine_similarity", _functional("cosine_similarity"), None),
+    ("pairwise_distance", _functional("pairwise_distance"), None),
+    ("pdist", _functional("pdist"), None),
+    ("rms_norm", _functional("rms_norm"), None),
+    ("layer_norm", _functional("layer_norm"), None),
+    ("group_norm", _functional("group_norm"), None),
+    ("conv1d", _functional("conv1d"), None),
+    ("conv2d", _functional("conv2d"), None),
+    ("conv3d", _functional("conv3d"), None),
+    ("conv_transpose1d", _functional("conv_transpose1d"), None),
+    ("conv_transpose2d", _functional("conv_transpose2d"), None),
+    ("conv_transpose3d", _functional("conv_transpose3d"), None),
+    ("max_pool1d", _functional("max_pool1d"), None),
+    ("max_pool2d", _functional("max_pool2d"), None),
+    ("max_pool3d", _functional("max_pool3d"), None),
+    ("avg_pool1d", _functional("avg_pool1d"), None),
+    ("adaptive_avg_pool1d", _functional("adaptive_avg_pool1d"), None),
+    ("pixel_shuffle", _functional("pixel_shuffle"), None),
+    ("pixel_unshuffle", _functional("pixel_unshuffle"), None),
+    ("channel_shuffle", _functional("channel_shuffle"), None),
+    ("selu", _functional("selu"), None),
+    ("celu", _functional("celu"), None),
+    ("prelu", _functional("prelu"), None),
+    ("rrelu", _functional("rrelu"), None),
+    ("threshold", _functional("threshold"), None),
+    ("hardshrink", _functional("hardshrink"), None),
+    ("bilinear", _functional("bilinear"), None),
+)
 
 
-# names varlens.ops already has with a narrower signature: these replace them at the top level
-_OVERRIDES = {"index_put": index_put, "movedim": movedim}
+def _check_unique(rows):
+    seen = set()
+    twice = sorted({r[0] for r in rows if r[0] in seen or seen.add(r[0])})
+    if twice:
+        raise RuntimeError(f"varlens/_surface.py: SURFACE names {twice} more than once")
+    own = sorted(r[0] for r in rows if r[2] is not None and r[0] in vars(Tensor))
+    if own:
+        raise RuntimeError(f"varlens/_surface.py: SURFACE rows {own} name methods core/tensor.py defines")
 
 
-_NOT_METHODS_B = {"hann_window", "hamming_window", "bartlett_window", "blackman_window", "kaiser_window",
-                "result_type", "promote_types", "can_cast", "set_float32_matmul_precision",
-                "get_float32_matmul_precision", "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
-                "is_deterministic_algorithms_warn_only_enabled", "set_num_interop_threads",
-                "get_num_interop_threads", "compile", "set_flush_denormal", "block_diag", "cartesian_prod",
-                "chain_matmul", "logspace", "tril_indices", "triu_indices",
-                "unravel_index", "broadcast_shapes", "broadcast_tensors", "asarray", "scalar_tensor",
-                "randint_like", "fill", "trapezoid", "trapz", "cumulative_trapezoid", "isin",
-                "combinations", "vander", "poisson", "binomial", "special_i0"}
-
-
-# Tensor in-place variants: name_ computes the out-of-place op and writes it back
-_INPLACE = ("acos", "arccos", "asin", "arcsin", "atan", "arctan", "atan2", "arctan2", "acosh", "arccosh",
-            "asinh", "arcsinh", "atanh", "arctanh", "cosh", "sinh", "tan", "erf", "erfc", "erfinv",
-            "exp2", "digamma", "lgamma", "deg2rad", "rad2deg", "copysign", "hypot", "xlogy", "heaviside",
-            "logit", "sinc", "sgn", "mvlgamma", "cumprod", "cumsum", "addmm", "addmv", "addr", "baddbmm",
-            "addbmm", "tril", "triu", "i0", "igamma", "igammac", "polygamma", "renorm", "nextafter", "ldexp",
-            "gcd", "lcm", "divide",
-            "true_divide", "multiply", "subtract", "negative", "floor_divide", "index_put", "put",
-            "masked_scatter", "scatter_reduce", "bitwise_and", "bitwise_or", "bitwise_xor",
-            "bitwise_not", "bitwise_left_shift", "bitwise_right_shift", "logical_and", "logical_or",
-            "logical_xor", "logical_not", "clamp", "clip")
-
-
-_CMP_BASE = {"greater": "gt", "less": "lt", "greater_equal": "ge", "less_equal": "le", "not_equal": "ne"}
-
-
-_CMP_INPLACE = ("eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less", "less_equal",
-                "not_equal")
-
-
-# torch.NAME_(x, ...) functions: the Tensor method called on x
-_TORCH_INPLACE = ("abs", "acos", "arccos", "asin", "arcsin", "atan", "arctan", "acosh", "arccosh", "asinh",
-                  "arcsinh", "atanh", "arctanh", "ceil", "clamp", "clamp_max", "clamp_min", "clip", "cos",
-                  "cosh", "deg2rad", "rad2deg", "erf", "erfc", "exp", "exp2", "expm1", "fill", "floor",
-                  "frac", "gcd", "i0", "lcm", "ldexp", "log", "log10", "log1p", "log2", "logit", "nan_to_num",
-                  "neg", "negative", "reciprocal", "relu", "round", "rsqrt", "sigmoid", "sin", "sinc",
-                  "sinh", "sqrt", "square", "tan", "tanh", "trunc", "xlogy", "zero", "index_put", "addmv")
-
-
-# ---------------------------------------------------------------- registration
-# top-level torch names (varlens.cholesky, ...) and Tensor methods
-_LINALG_FUNCTIONS = {
-    "cholesky": cholesky_old, "cholesky_solve": cholesky_solve, "cholesky_inverse": cholesky_inverse,
-    "qr": qr_old, "svd": svd_old, "pinverse": pinverse, "matrix_power": matrix_power,
-    "matrix_exp": matrix_exp, "triangular_solve": triangular_solve, "geqrf": geqrf, "orgqr": orgqr,
-    "ormqr": ormqr, "lu": lu_old, "lu_solve": lu_solve_old, "lu_unpack": lu_unpack,
-    "svd_lowrank": svd_lowrank, "pca_lowrank": pca_lowrank,
-}
-
-
-_LINALG_METHODS = {
-    "cholesky": cholesky_old, "cholesky_solve": cholesky_solve, "cholesky_inverse": cholesky_inverse,
-    "qr": qr_old, "svd": svd_old, "pinverse": pinverse, "matrix_power": matrix_power,
-    "matrix_exp": matrix_exp, "triangular_solve": triangular_solve, "geqrf": geqrf, "orgqr": orgqr,
-    "ormqr": ormqr, "lu": lu_old, "lu_solve": lu_solve_old,
-}
-
-
-def _extra_methods():
-    methods = {
-        "index_add": index_add, "index_copy": index_copy, "index_fill": index_fill,
-        "fmod": fmod, "frac": frac, "logit": logit, "nan_to_num": nan_to_num,
-        "count_nonzero": count_nonzero, "diff": diff, "median": median, "bincount": bincount,
-        "histc": histc, "narrow": narrow, "rot90": rot90, "fliplr": fliplr, "flipud": flipud,
-        "type_as": type_as, "reshape_as": reshape_as, "unfold": unfold,
-        "byte": lambda s: s.to(DT.uint8), "char": lambda s: s.to(DT.int8), "short": lambda s: s.to(DT.int16),
-        "stride": lambda s, dim=None: (tuple(st // s._data.itemsize for st in s._data.strides) if dim is None
-                                       else s._data.strides[dim] // s._data.itemsize),
-        "element_size": lambda s: s._data.itemsize,
-        "data_ptr": lambda s: s._data.ctypes.data,
-        "share_memory_": lambda s: s,
-        "exponential_": _random_fill("exponential"), "random_": _random_fill("random"),
-    }
-    for name, fn in methods.items():
-        if not _S.has(name):
-            _S.set(name, fn)
-    if not _S.has("nbytes"):
-        _S.set("nbytes", property(lambda s: s._data.nbytes))
-    inplace = {
-        "scatter": scatter, "scatter_add": scatter_add, "masked_fill": masked_fill,
-        "index_add": index_add, "index_copy": index_copy, "index_fill": index_fill,
-        "clamp_min": lambda s, v: clamp(s, v, None), "clamp_max": lambda s, v: clamp(s, None, v),
-        "floor": floor, "ceil": ceil, "round": _pointwise_round, "trunc": trunc, "sign": sign,
-        "reciprocal": reciprocal, "square": square, "log1p": log1p, "expm1": expm1,
-        "nan_to_num": nan_to_num, "fmod": fmod, "remainder": remainder, "frac": frac,
-        "sigmoid": sigmoid, "relu": relu, "log2": log2, "log10": log10, "rsqrt": rsqrt,
-        "where": lambda s, c, other: where(c, s, other),
-    }
-    for name, fn in inplace.items():
-        if not _S.has(name + "_"):
-            _S.set(name + "_", _inplace_from(name, fn))
-    for name, fn in {"unsqueeze": unsqueeze, "squeeze": squeeze, "t": t,
-                     "transpose": transpose}.items():
-        if not _S.has(name + "_"):
-            _S.set(name + "_", _reshaping_inplace(name, fn))
-
-
-def _more_methods():
-    for name, fn in _TORCH_FUNCTIONS_A.items():
-        if name not in _NOT_METHODS_A and not _S.has(name):
-            _S.set(name, fn)
-
-
-def _surface_methods():
-    """Attach the methods (those Tensor does not have yet) and the in-place variants."""
-    methods = {k: v for k, v in _TORCH_FUNCTIONS_B.items() if k not in _NOT_METHODS_B}
-    methods.update({
-        "index_put": index_put, "movedim": movedim, "fill_diagonal_": None,
-        "bitwise_and": bitwise_and, "bitwise_or": bitwise_or, "bitwise_not": bitwise_not,
-        "greater": gt, "less": lt, "floor_divide": floor_divide, "isclose": isclose,
-        "ndimension": lambda s: s.ndim, "const_data_ptr": lambda s: s._data.ctypes.data,
-        "bernoulli": _bernoulli_method, "bfloat16": _bfloat16_error,
-        "cauchy_": _rand_fill("cauchy"), "log_normal_": _rand_fill("log_normal"),
-        "geometric_": _rand_fill("geometric"),
-    })
-    methods["fill_diagonal_"] = lambda s, fill_value, wrap=False: _inplace_from(
-        "fill_diagonal", lambda t: fill_diagonal(t, fill_value, wrap))(s)
-    methods["polygamma"] = lambda s, n: polygamma(n, s)  # Tensor.polygamma(n): the tensor is the input
-    methods["absolute_"] = lambda s: s.abs_()
-    methods["is_inference"] = lambda s: False
-    methods["is_shared"] = lambda s: False
-    # these replace methods whose signature was narrower
-    for name in ("index_put", "movedim"):
-        _S.set(name, methods.pop(name))
-    for name, fn in methods.items():
-        if not _S.has(name):
-            _S.set(name, fn)
-    for name in _INPLACE + ("fix",):
-        fn = _S.get(name, None)
-        if fn is not None and not _S.has(name + "_"):
-            _S.set(name + "_", _inplace_from(name, fn))
-    for name in _CMP_INPLACE:
-        if not _S.has(name + "_"):
-            _S.set(name + "_", _inplace_from(name, _cmp_cast(_CMP_BASE.get(name, name))))
-    props = {"H": _H,
-             "mH": lambda s: transpose(s, -2, -1), "itemsize": lambda s: s._data.itemsize,
-             "is_sparse": lambda s: False, "is_quantized": lambda s: False, "is_meta": lambda s: False,
-             "is_mkldnn": lambda s: False, "is_cpu": lambda s: True,
-             # device/layout predicates PyTorch code reads on any tensor: a varlens tensor is a dense
-             # CPU array, so every other device and layout answers False
-             **{k: (lambda s: False) for k in ("is_xpu", "is_mps", "is_xla", "is_ipu", "is_hpu", "is_maia",
-                                                "is_mtia", "is_vulkan", "is_nested", "is_sparse_csr")}}
-    for name, fn in props.items():
-        if not _S.has(name):
-            _S.set(name, property(fn))
-    if not _S.has("float_power_"):
-        _S.set("float_power_", _float_power_)
-    for name in ("swapaxes", "swapdims"):
-        if not _S.has(name + "_"):
-            _S.set(name + "_", _S.get("transpose_"))
-
-
-def _linalg_methods():
-    """Set the Tensor methods (x.cholesky(), x.svd(), ...) and return the top-level functions."""
-    for name, f in _LINALG_METHODS.items():
-        if not _S.has(name):
-            _S.set(name, f)
-
-
-def _torch_inplace_functions():
-    """torch.NAME_ functions (for the varlens namespace), for names that have a Tensor.NAME_."""
-    return {n + "_": _torch_inplace(n) for n in _TORCH_INPLACE if _S.has(n + "_")}
+_check_unique(SURFACE)
 
 
 def install_methods():
-    """Attach every Tensor method and operator defined outside varlens/core/tensor.py (once)."""
-    for name, fn in _OPERATORS_AND_METHODS.items():
-        _S.set(name, fn)
-    for name, fn in _TENSOR_METHODS.items():
-        _S.set(name, fn)
-    for name, fn in _DEVICE_METHODS.items():
-        _S.set(name, fn)
-    _extra_methods()
-    _more_methods()
-    _surface_methods()
-    _linalg_methods()
-    for name, value in _S.added.items():
+    """Set every method of the table on Tensor (once), wrapped for torch's keyword aliases where
+    its signature needs it; Tensor's own methods that need the aliases are wrapped too."""
+    methods = {name: (fn if method is SAME else method) for name, fn, method in SURFACE if method is not None}
+    wrapped = _torch_args.wrap_methods({**vars(Tensor), **methods})
+    for name, value in {**methods, **wrapped}.items():
         setattr(Tensor, name, value)
 
 
 def install_namespace(namespace):
-    """Add the torch.* functions to ``namespace`` (varlens/__init__.py's globals, once, at its end)
-    and wrap it and the Tensor methods for torch's keyword aliases."""
-    import varlens.nn.functional as F  # noqa: E402  (loaded by then; the namespace re-exports some of it)
-    from varlens import _torch_args
-    for table in (_TORCH_FUNCTIONS_A, _TORCH_FUNCTIONS_B):
-        for name, fn in table.items():
-            namespace.setdefault(name, fn)
-    namespace.update(_OVERRIDES)  # torch.index_put(input, indices, values, accumulate), movedim with sequences
-    for name, fn in _torch_inplace_functions().items():  # torch.abs_(x), torch.exp_(x), ...
-        namespace.setdefault(name, fn)
-    for name, fn in _LINALG_FUNCTIONS.items():  # torch.cholesky, torch.svd, ...
-        namespace.setdefault(name, fn)
-    # torch.NAME for functional ops whose torch.* signature is the same as torch.nn.functional's
-    for name in _FUNCTIONAL_AT_TOP_LEVEL:
-        if hasattr(F, name):
-            namespace.setdefault(name, getattr(F, name))
+    """Bind the table's functions in ``namespace`` (varlens/__init__.py's globals, once, at its
+    end) and wrap the namespace for torch's keyword aliases."""
+    import varlens.nn.functional as F  # loaded by then (see _functional)
+    for name, fn, _method in SURFACE:
+        if fn is None:
+            continue
+        if isinstance(fn, _functional):
+            fn = getattr(F, fn.name)
+        have = namespace.setdefault(name, fn)
+        if have is not fn:
+            raise RuntimeError(f"varlens.{name} is bound twice: by varlens/__init__.py ({have!r}) and by "
+                               f"varlens/_surface.py ({fn!r})")
     _torch_args.wrap_namespace(namespace)
-    for name, fn in _torch_args.wrap_methods(dict(vars(Tensor))).items():
-        setattr(Tensor, name, fn)
-
-
-_FUNCTIONAL_AT_TOP_LEVEL = (
-    "cosine_similarity", "pairwise_distance", "pdist", "rms_norm", "layer_norm", "group_norm", "conv1d",
-    "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "max_pool1d",
-    "max_pool2d", "max_pool3d", "avg_pool1d", "adaptive_avg_pool1d", "pixel_shuffle", "pixel_unshuffle",
-    "channel_shuffle", "selu", "celu", "prelu", "rrelu", "threshold", "hardshrink", "bilinear")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from varlens.core.arg_rules import torch_args
 from varlens.core import array as B
 
 
@@ -191,6 +192,7 @@ def manual_seed_cuda(seed):
         g.manual_seed(seed)
 
 
+@torch_args(wrap=False)
 def manual_seed(seed):
     """Seed the CPU generator and the CUDA one (torch.manual_seed), and NumPy's legacy global one
     (for user code that uses it).  Returns the CPU generator."""
@@ -201,6 +203,7 @@ def manual_seed(seed):
     return default_generator
 
 
+@torch_args(wrap=False)
 def seed():
     """Seed the CPU generator (and the CUDA one, as torch.seed does) from fresh entropy; returns it."""
     s = default_generator.seed()
@@ -208,6 +211,7 @@ def seed():
     return s
 
 
+@torch_args(wrap=False)
 def initial_seed():
     return default_generator.initial_seed()
 

@@ -71,6 +71,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from varlens.core.arg_rules import torch_args
 from varlens.core import array as B
 from varlens.core.dtypes import to_dtype
 from varlens.core.tensor import Tensor
@@ -661,6 +662,7 @@ def _json_depth(meta):
     return deepest
 
 
+@torch_args(wrap=False)
 def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_serialization=True,
          _disable_byteorder_record=False):
     """Save a nested structure (state dicts, tensors, arrays, numbers, strings...) or a whole
@@ -976,6 +978,7 @@ def _read_archive(raw, where):
     return arrays, arrays.pop("__meta__"), bad
 
 
+@torch_args(wrap=False)
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args):
     """Load what ``save`` wrote, from a path or a binary file-like object with ``read``.
 

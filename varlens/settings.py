@@ -4,6 +4,8 @@ and records them; none changes a result (NumPy matmul is full precision, every o
 deterministic on the CPU).  Exposed as varlens.set_float32_matmul_precision etc."""
 from __future__ import annotations
 
+from varlens.core.arg_rules import torch_args
+
 
 # ---------------------------------------------------------------- runtime switches training scripts call
 _SETTINGS = {"matmul_precision": "highest", "deterministic": False, "warn_only": False, "interop_threads": 1}
@@ -46,6 +48,7 @@ def get_num_interop_threads():
     return _SETTINGS["interop_threads"]
 
 
+@torch_args(wrap=False)
 def compile(model=None, **kwargs):  # noqa: A001
     """torch.compile stand-in: varlens runs eagerly, so the model (or function) comes back as is;
     used as a decorator with options (``@compile(mode=...)``) it returns the identity decorator."""

@@ -12,6 +12,8 @@ import builtins as _builtins
 
 import numpy as np
 
+from varlens.core.arg_rules import torch_args
+
 # dtypes are plain NumPy dtype objects, exported as varlens.float32 etc.
 float16 = np.dtype("float16")
 float32 = np.dtype("float32")
@@ -67,11 +69,13 @@ short, int, long = int16, int32, int64  # noqa: A001
 _default_float = [float32]
 
 
+@torch_args(wrap=False)
 def get_default_dtype():
     """The dtype given to tensors built from Python floats (float32 unless changed)."""
     return _default_float[0]
 
 
+@torch_args(wrap=False)
 def set_default_dtype(dtype) -> None:
     d = np.dtype(dtype)
     if d.kind != "f":

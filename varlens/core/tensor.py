@@ -10,6 +10,7 @@ import builtins
 
 import numpy as _np
 
+from varlens.core.arg_rules import torch_args
 from varlens.core import array as B
 from varlens.core import graph_nodes as _graph_nodes
 from varlens.core import dtypes as DT
@@ -544,6 +545,7 @@ def _size(size):
     return tuple(out)
 
 
+@torch_args(wrap=False)
 def tensor(data, dtype=None, requires_grad=False, device=None):
     """Build a tensor from Python data or an array (copies, as torch.tensor does).
 
@@ -702,6 +704,7 @@ def _float_formatter(d, po):
     return fmt
 
 
+@torch_args(wrap=False)
 def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None,
                      sci_mode=None):
     """torch.set_printoptions: digits, summarisation threshold, edge items and line width of

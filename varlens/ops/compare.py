@@ -3,6 +3,7 @@ with its inputs' array library (NumPy, or the CUDA device's: ``B.namespace``); h
 with host operands take NumPy's function directly (these are the Tensor's operators)."""
 from __future__ import annotations
 
+from varlens.core.arg_rules import torch_args
 from varlens.core import array as B
 from varlens.core.array import xp as _np   # the host library
 from varlens.core.tensor import Tensor
@@ -22,6 +23,7 @@ def _mk(name):
     """The comparison or logical function ``name`` of the array library, on Tensors or numbers."""
     host = getattr(_np, name)
 
+    @torch_args(tensor_first=True)
     def f(a, b=None):
         x = _arr(a)
         if b is None:
@@ -58,6 +60,7 @@ bitwise_or = _mk("bitwise_or")
 bitwise_not = _mk("invert")
 
 
+@torch_args(tensor_first=True)
 def equal(a, b):
     """True when both have the same shape and values (a Python bool: on CUDA a host read, as in
     PyTorch)."""
@@ -67,12 +70,14 @@ def equal(a, b):
     return bool(B.namespace(x, y).array_equal(x, y))
 
 
+@torch_args(tensor_first=True)
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     """A Python bool (on CUDA a host read, as in PyTorch)."""
     x, y = _arr(a), _arr(b)
     return bool(B.namespace(x, y).allclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
+@torch_args(tensor_first=True)
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     x, y = _arr(a), _arr(b)
     return Tensor._make(B.namespace(x, y).isclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan))
@@ -83,16 +88,19 @@ greater = gt
 less = lt
 
 
+@torch_args(tensor_first=True)
 def isposinf(input):  # noqa: A002
     a = _tensor(input, "isposinf: input")._data
     return Tensor._make(B.namespace(a).isposinf(a))
 
 
+@torch_args(tensor_first=True)
 def isneginf(input):  # noqa: A002
     a = _tensor(input, "isneginf: input")._data
     return Tensor._make(B.namespace(a).isneginf(a))
 
 
+@torch_args(tensor_first=True)
 def bitwise_xor(input, other):  # noqa: A002
     a, b = _arr_args(input), _arr_args(other)
     if a.dtype.kind not in "iub" or b.dtype.kind not in "iub":
@@ -101,6 +109,7 @@ def bitwise_xor(input, other):  # noqa: A002
     return Tensor._make(xp.asarray(xp.bitwise_xor(a, b)))
 
 
+@torch_args(tensor_first=True)
 def isin(elements, test_elements, *, assume_unique=False, invert=False):
     """Whether each element of ``elements`` occurs in ``test_elements`` (either may be a number)."""
     if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
@@ -110,13 +119,16 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
     return Tensor._make(xp.asarray(xp.isin(e, t, assume_unique=assume_unique, invert=invert)))
 
 
+@torch_args(tensor_first=True)
 def greater_equal(input, other):  # noqa: A002
     return ge(input, other)
 
 
+@torch_args(tensor_first=True)
 def less_equal(input, other):  # noqa: A002
     return le(input, other)
 
 
+@torch_args(tensor_first=True)
 def not_equal(input, other):  # noqa: A002
     return ne(input, other)

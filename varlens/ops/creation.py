@@ -6,6 +6,7 @@ then copied; ``*_like`` keep the input's device unless ``device=`` is given.  Ra
 device come from that device's generator (varlens.random.generator_for)."""
 from __future__ import annotations
 
+from varlens.core.arg_rules import torch_args
 from varlens.core import array as B
 from varlens.core import dtypes as DT
 from varlens.core.array import xp
@@ -103,18 +104,22 @@ def full(size, fill_value, dtype=None, requires_grad=False, device=None):
 
 # *_like: the result is on x's device unless device= is given; layout and memory_format are
 # torch's keywords: varlens has one layout (strided arrays), so they are accepted and change nothing
+@torch_args(tensor_first=True)
 def zeros_like(x, dtype=None, requires_grad=False, *, layout=None, device=None, memory_format=None):
     return _finish(_like_lib(x, device).zeros(x.shape, dtype=_dt(dtype, "zeros_like") or x.dtype), requires_grad)
 
 
+@torch_args(tensor_first=True)
 def ones_like(x, dtype=None, requires_grad=False, *, layout=None, device=None, memory_format=None):
     return _finish(_like_lib(x, device).ones(x.shape, dtype=_dt(dtype, "ones_like") or x.dtype), requires_grad)
 
 
+@torch_args(tensor_first=True)
 def empty_like(x, dtype=None, requires_grad=False, *, layout=None, device=None, memory_format=None):
     return _finish(_like_lib(x, device).empty(x.shape, dtype=_dt(dtype, "empty_like") or x.dtype), requires_grad)
 
 
+@torch_args(tensor_first=True)
 def full_like(x, fill_value, dtype=None, requires_grad=False, *, layout=None, device=None,
               memory_format=None):
     return _finish(_like_lib(x, device).full(x.shape, fill_value, dtype=_dt(dtype, "full_like") or x.dtype),
@@ -195,6 +200,7 @@ def _like_device(x, device):
     return device if device is not None or not isinstance(x, Tensor) else x.device
 
 
+@torch_args(tensor_first=True)
 def randn_like(x, generator=None, dtype=None, requires_grad=False, *, layout=None, device=None,
               memory_format=None):
     _random_float_dtype(dtype or x.dtype, "randn_like")
@@ -202,6 +208,7 @@ def randn_like(x, generator=None, dtype=None, requires_grad=False, *, layout=Non
                  device=_like_device(x, device))
 
 
+@torch_args(tensor_first=True)
 def rand_like(x, generator=None, dtype=None, requires_grad=False, *, layout=None, device=None,
               memory_format=None):
     _random_float_dtype(dtype or x.dtype, "rand_like")
@@ -246,6 +253,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, requires
     return _finish(g.normal(mean, std, _size((size,))).astype(_float_dtype(dtype)), requires_grad)
 
 
+@torch_args(tensor_first=True)
 def bernoulli(p, generator=None):
     """0/1 draws with probabilities ``p`` (p's dtype and device)."""
     pa = p._data
@@ -253,6 +261,7 @@ def bernoulli(p, generator=None):
     return _finish((g.random(pa.shape) < pa).astype(pa.dtype), False)
 
 
+@torch_args(tensor_first=True)
 def multinomial(input, num_samples, replacement=False, *, generator=None, out=None):
     """Draw ``num_samples`` category indices per row of the non-negative weights ``input`` (1-D
     (C,) or 2-D (N, C); they need not sum to 1), as torch.multinomial.  With replacement:
@@ -422,6 +431,7 @@ def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False):
     return out
 
 
+@torch_args(tensor_first=True)
 def fill(input, value):  # noqa: A002
     """A new tensor of input's shape and dtype filled with ``value`` (torch.fill)."""
     x = _tensor(input, "fill: input")

@@ -85,7 +85,3 @@ def tensor_pin_memory(self, device=None):
 def tensor_is_pinned(self, device=None):
     """True for a tensor made by pin_memory() (page-locked host memory)."""
     return self.__dict__.get("_pinned", False)
-
-
-METHODS = {"cuda": tensor_cuda, "cpu": tensor_cpu, "to": tensor_to, "pin_memory": tensor_pin_memory,
-           "is_pinned": tensor_is_pinned}

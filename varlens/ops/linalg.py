@@ -9,6 +9,7 @@ Batch dimensions that were broadcast are summed away by the engine.
 """
 from __future__ import annotations
 
+from varlens.core.arg_rules import torch_args
 from varlens.core.function import Function
 from varlens.core import array as B
 from varlens.core.array import xp
@@ -119,6 +120,7 @@ def _check_pair(a, b, op):
         pass
 
 
+@torch_args(tensor_first=True)
 def matmul(a, b):
     try:
         if a._data.dtype != b._data.dtype:
@@ -128,6 +130,7 @@ def matmul(a, b):
     return MatMul.apply(a, b)
 
 
+@torch_args(tensor_first=True)
 def mm(a, b):
     if a.ndim != 2 or b.ndim != 2:
         raise RuntimeError(f"mm: expected 2-D tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
@@ -135,6 +138,7 @@ def mm(a, b):
     return MatMul.apply(a, b)
 
 
+@torch_args(tensor_first=True)
 def bmm(a, b):
     if a.ndim != 3 or b.ndim != 3:
         raise RuntimeError(f"bmm: expected 3-D tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
@@ -142,6 +146,7 @@ def bmm(a, b):
     return MatMul.apply(a, b)
 
 
+@torch_args(tensor_first=True)
 def dot(a, b):
     if a.ndim != 1 or b.ndim != 1:
         raise RuntimeError(f"dot: expected 1-D tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
@@ -149,6 +154,7 @@ def dot(a, b):
     return MatMul.apply(a, b)
 
 
+@torch_args(tensor_first=True)
 def outer(a, b):
     if a.ndim != 1 or b.ndim != 1:
         raise RuntimeError(f"outer: Expected 1-D arguments, but got shapes {tuple(a.shape)} and {tuple(b.shape)}")
@@ -228,6 +234,7 @@ class LogAbsDet(Function):
         raise NotImplementedError("logdet: second derivatives are not implemented")
 
 
+@torch_args(tensor_first=True)
 def inv(a):
     _square(a, "inv")
     return Inv.apply(a)
@@ -238,6 +245,7 @@ def solve(a, b):
     return Solve.apply(a, b)
 
 
+@torch_args(tensor_first=True)
 def slogdet(a):
     """(sign, logabsdet), as torch.linalg.slogdet; logabsdet is differentiable."""
     from collections import namedtuple
@@ -248,12 +256,14 @@ def slogdet(a):
                                                         LogAbsDet.apply(a))
 
 
+@torch_args(tensor_first=True)
 def det(a):
     """det A = sign * exp(log |det A|), so its gradient is det(A) A^{-T} (Jacobi's formula)."""
     s = slogdet(a)
     return s.sign * exp(s.logabsdet)
 
 
+@torch_args(tensor_first=True)
 def logdet(a):
     """log det A (NaN where det A < 0), as torch.logdet."""
     s = slogdet(a)
@@ -263,38 +273,45 @@ def logdet(a):
     return where(neg, s.logabsdet * float("nan"), s.logabsdet) if neg.any() else s.logabsdet
 
 
+@torch_args(tensor_first=True)
 def mv(a, v):
     return matmul(a, v)
 
 
 # ---------------------------------------------------------------- matrices
+@torch_args(tensor_first=True)
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """beta * input + alpha * (mat1 @ mat2)."""
     p = matmul(mat1, mat2)
     return (input * beta if beta != 1 else input) + (p * alpha if alpha != 1 else p)
 
 
+@torch_args(tensor_first=True)
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     p = bmm(batch1, batch2)
     return (input * beta if beta != 1 else input) + (p * alpha if alpha != 1 else p)
 
 
+@torch_args(tensor_first=True)
 def addmv(input, mat, vec, *, beta=1, alpha=1):
     p = mv(mat, vec)
     return (input * beta if beta != 1 else input) + (p * alpha if alpha != 1 else p)
 
 
+@torch_args(tensor_first=True)
 def addr(input, vec1, vec2, *, beta=1, alpha=1):
     p = outer(vec1, vec2)
     return (input * beta if beta != 1 else input) + (p * alpha if alpha != 1 else p)
 
 
+@torch_args(tensor_first=True)
 def trace(x):
     if x.ndim != 2:
         raise RuntimeError(f"trace: expected a 2-D tensor, got shape {tuple(x.shape)}")
     return diagonal(x).sum()
 
 
+@torch_args(tensor_first=True)
 def cross(input, other, dim=None):
     """The cross product along ``dim`` (the first axis of size 3 if None, as torch.cross)."""
     if dim is None:
@@ -311,6 +328,7 @@ def cross(input, other, dim=None):
     return cat([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]], d)
 
 
+@torch_args(tensor_first=True)
 def kron(input, other):
     """Kronecker product: out[i*m + k, j*n + l] = a[i, j] b[k, l] (any equal number of dims)."""
     a, b = input, other
@@ -324,6 +342,7 @@ def kron(input, other):
     return reshape(a_ex * b_ex, tuple(p * q for p, q in zip(ai, bi)))
 
 
+@torch_args(tensor_first=True)
 def cdist(x1, x2, p=2.0):
     """Pairwise p-norm distances between the rows of x1 (..., P, M) and x2 (..., R, M)."""
     diff = unsqueeze(x1, -2) - unsqueeze(x2, -3)
@@ -338,6 +357,7 @@ def cdist(x1, x2, p=2.0):
     return (_pointwise_abs(diff) ** p).sum(-1) ** (1.0 / p)
 
 
+@torch_args(tensor_first=True)
 def vander(x, N=None, increasing=False):  # noqa: N803
     """Columns x^0, x^1, ..., x^(N-1) (reversed unless ``increasing``), built as a running
     product so the gradient is right at x = 0."""
@@ -395,6 +415,7 @@ def tensordot(a, b, dims=2):
     return reshape(matmul(A, Bm), tuple(a.shape[i] for i in fa) + tuple(b.shape[j] for j in fb))
 
 
+@torch_args(tensor_first=True)
 def inner(input, other):  # noqa: A002
     a, b = _tensor(input, "inner: input"), _tensor(other, "inner: other")
     if a.ndim == 0 or b.ndim == 0:
@@ -404,6 +425,7 @@ def inner(input, other):  # noqa: A002
     return tensordot(a, b, ([a.ndim - 1], [b.ndim - 1]))
 
 
+@torch_args(tensor_first=True)
 def vdot(input, other):  # noqa: A002
     a, b = _tensor(input, "vdot: input"), _tensor(other, "vdot: other")
     if a.ndim != 1 or b.ndim != 1 or a.shape != b.shape:
@@ -412,6 +434,7 @@ def vdot(input, other):  # noqa: A002
     return dot(a, b)
 
 
+@torch_args(tensor_first=True)
 def ger(input, vec2):  # noqa: A002
     return outer(input, vec2)
 
@@ -430,6 +453,7 @@ def chain_matmul(*matrices):
     return out if len(matrices) > 1 else clone(out)
 
 
+@torch_args(tensor_first=True)
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
     for nm, t in (("batch1", batch1), ("batch2", batch2)):
         if _tensor(t, f"addbmm: {nm}").ndim != 3:
@@ -439,6 +463,7 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
     return add(mul(input, beta) if beta != 1 else input, s)
 
 
+@torch_args(tensor_first=True)
 def cov(input, *, correction=1, fweights=None, aweights=None):  # noqa: A002
     """Covariance of the rows (variables) over the columns (observations), optionally with
     integer frequency weights and float observation weights, as torch.cov."""
@@ -490,6 +515,7 @@ def cov(input, *, correction=1, fweights=None, aweights=None):  # noqa: A002
     return reshape(c, ()) if input.ndim < 2 else c
 
 
+@torch_args(tensor_first=True)
 def corrcoef(input):  # noqa: A002
     """Pearson correlation of the rows: cov / (std_i std_j), clipped to [-1, 1]."""
     c = cov(input)
@@ -500,6 +526,7 @@ def corrcoef(input):  # noqa: A002
     return clamp(c, -1.0, 1.0)
 
 
+@torch_args(tensor_first=True)
 def renorm(input, p, dim, maxnorm):  # noqa: A002
     """Each slice along ``dim`` whose p-norm exceeds maxnorm is scaled to norm maxnorm (by
     maxnorm / (norm + 1e-7), as PyTorch); the norm stays in the graph."""
@@ -816,6 +843,7 @@ def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
     return CholeskyExResult(Lt, Tensor._make(info))
 
 
+@torch_args(tensor_first=True)
 def cholesky_old(input, upper=False, *, out=None):  # noqa: A002
     """torch.cholesky (and Tensor.cholesky): the same factor, upper=False by default."""
     _check(input, "cholesky", "input", square=True)
@@ -870,6 +898,7 @@ def _batch_ok(A, B, fn, na="A", nb="B"):
                            f"{tuple(B.shape)} cannot be broadcast together") from None
 
 
+@torch_args(tensor_first=True)
 def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
     """torch.triangular_solve (deprecated in torch): (solution, cloned_coefficient) of
     op(A) X = b with op = transpose if transpose=True."""
@@ -911,6 +940,7 @@ class CholeskySolve(Function):
         return gb, -(D.matmul(l, c) if self.upper else D.matmul(c, l))
 
 
+@torch_args(tensor_first=True)
 def cholesky_solve(B, L, upper=False, *, out=None):
     """torch.cholesky_solve(B, L): X with (L L^T) X = B (or (U^T U) X = B when upper=True)."""
     fn = "cholesky_solve"
@@ -924,6 +954,7 @@ def cholesky_solve(B, L, upper=False, *, out=None):
     return CholeskySolve.apply(B, L, upper=bool(upper))
 
 
+@torch_args(tensor_first=True)
 def cholesky_inverse(L, upper=False, *, out=None):
     """torch.cholesky_inverse: (L L^T)^{-1} from its Cholesky factor."""
     _check(L, "cholesky_inverse", "L", square=True)
@@ -1000,6 +1031,7 @@ def qr(A, mode="reduced", *, out=None):
     return QRResult(Q, R)
 
 
+@torch_args(tensor_first=True)
 def qr_old(input, some=True, *, out=None):  # noqa: A002
     """torch.qr (and Tensor.qr): (Q, R), reduced when some=True."""
     return OldQRResult(*qr(input, "reduced" if some else "complete"))
@@ -1163,6 +1195,7 @@ def svdvals(A, *, driver=None, out=None):
     return svd(A, full_matrices=False).S
 
 
+@torch_args(tensor_first=True)
 def svd_old(input, some=True, compute_uv=True, *, out=None):  # noqa: A002
     """torch.svd (and Tensor.svd): (U, S, V) with V, not Vh; reduced when some=True."""
     xp = _lib(input)
@@ -1249,6 +1282,7 @@ def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None, out=None):
     return Pinv.apply(A, atol=atol, rtol=rtol, hermitian=bool(hermitian))
 
 
+@torch_args(tensor_first=True)
 def pinverse(input, rcond=1e-15):  # noqa: A002
     """torch.pinverse (and Tensor.pinverse): pinv with a relative cutoff ``rcond``."""
     _check(input, "pinverse", "input")
@@ -1412,12 +1446,14 @@ class MatrixExp(Function):
         return e[..., :n, n:]
 
 
+@torch_args(tensor_first=True)
 def matrix_exp(A):
     """torch.linalg.matrix_exp (and torch.matrix_exp, Tensor.matrix_exp)."""
     _check(A, "linalg.matrix_exp", square=True)
     return MatrixExp.apply(A)
 
 
+@torch_args(tensor_first=True)
 def matrix_power(A, n, *, out=None):
     """torch.linalg.matrix_power: A^n for an integer n (n < 0: inv(A)^|n|; n = 0: identity),
     by repeated squaring, so the gradient is that of the products."""
@@ -1969,6 +2005,7 @@ GeqrfResult = namedtuple("geqrf", ["a", "tau"])
 LUUnpackResult = namedtuple("lu_unpack", ["P", "L", "U"])
 
 
+@torch_args(tensor_first=True)
 def geqrf(input, *, out=None):  # noqa: A002
     """torch.geqrf: LAPACK's compact QR (Householder vectors below R, and tau); not
     differentiable, as in PyTorch (use linalg.qr for gradients)."""
@@ -2017,11 +2054,13 @@ def _geqrf_device(a):
     return r.astype(a.dtype, copy=False), tau.astype(a.dtype, copy=False)
 
 
+@torch_args(tensor_first=True)
 def orgqr(input, tau):  # noqa: A002
     """torch.orgqr: linalg.householder_product."""
     return householder_product(input, tau)
 
 
+@torch_args(tensor_first=True)
 def ormqr(input, tau, other, left=True, transpose=False, *, out=None):  # noqa: A002
     """torch.ormqr: Q @ other (Q^T, on the right, as the flags say), Q = H_1 ... H_k given by geqrf's
     reflectors, applied one reflector at a time (differentiable)."""
@@ -2049,17 +2088,20 @@ def ormqr(input, tau, other, left=True, transpose=False, *, out=None):  # noqa: 
     return C
 
 
+@torch_args(tensor_first=True)
 def lu_old(A, pivot=True, get_infos=False, *, out=None):
     """torch.lu (deprecated in torch): (A_LU, pivots) or (A_LU, pivots, infos)."""
     r = lu_factor_ex(A, pivot=pivot)
     return (r.LU, r.pivots, r.info) if get_infos else (r.LU, r.pivots)
 
 
+@torch_args(tensor_first=True)
 def lu_solve_old(b, LU_data, LU_pivots, *, out=None):  # noqa: N803
     """torch.lu_solve(b, LU_data, LU_pivots): linalg.lu_solve with the arguments reordered."""
     return lu_solve(LU_data, LU_pivots, b)
 
 
+@torch_args(tensor_first=True)
 def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, *, out=None):  # noqa: N803
     """torch.lu_unpack: (P, L, U) from lu_factor's compact form (L and U differentiable)."""
     fn = "lu_unpack"
@@ -2121,6 +2163,7 @@ def norm(x, p=2, dim=None, keepdim=False):
     return E.pow(_reduce_sum(E.pow(E.abs(x), p), dim, keepdim), 1.0 / p)
 
 
+@torch_args(tensor_first=True)
 def dist(input, other, p=2):  # noqa: A002
     """p-norm of (input - other) over all elements (p = inf, -inf, 0 allowed)."""
     diff = reshape(sub(input, other), (-1,))

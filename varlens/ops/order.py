@@ -7,6 +7,7 @@ scattered back to the positions they came from (the adjoint of a permutation).
 from __future__ import annotations
 
 
+from varlens.core.arg_rules import torch_args
 from varlens.core import array as B
 from varlens.core.array import xp
 from varlens.core.array import xp as np_   # (the host library, where a function's xp is the input's)
@@ -38,6 +39,7 @@ def _dim(dim, ndim, op):
     return dim % nd
 
 
+@torch_args(tensor_first=True)
 def argsort(x, dim=-1, descending=False, stable=False):
     a = x._data
     lib = _ns(a)
@@ -54,6 +56,7 @@ def argsort(x, dim=-1, descending=False, stable=False):
     return Tensor._make(idx.astype(xp.int64))
 
 
+@torch_args(tensor_first=True)
 def sort(x, dim=-1, descending=False, stable=False):
     if x.ndim == 0:
         return SortResult(x, argsort(x))
@@ -61,6 +64,7 @@ def sort(x, dim=-1, descending=False, stable=False):
     return SortResult(gather(x, dim, idx), idx)
 
 
+@torch_args(tensor_first=True)
 def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     d = _dim(dim, x.ndim, "topk")
     n = x.shape[d] if x.ndim else 1
@@ -72,6 +76,7 @@ def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     return TopKResult(gather(x, d, idx_t), idx_t)
 
 
+@torch_args(tensor_first=True)
 def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
     s = sorted_sequence._data if isinstance(sorted_sequence, Tensor) else np_.asarray(sorted_sequence)
     v = values._data if isinstance(values, Tensor) else np_.asarray(values)
@@ -89,10 +94,12 @@ def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=
     return Tensor._make(xp.asarray(r).astype(DT.int32 if out_int32 else DT.int64))
 
 
+@torch_args(tensor_first=True)
 def bucketize(input, boundaries, *, out_int32=False, right=False):
     return searchsorted(boundaries, input, out_int32=out_int32, right=right)
 
 
+@torch_args(tensor_first=True)
 def kthvalue(input, k, dim=-1, keepdim=False):
     """The k-th smallest element along ``dim`` (1-based k) and its index."""
     d = dim % max(input.ndim, 1)
@@ -106,6 +113,7 @@ def kthvalue(input, k, dim=-1, keepdim=False):
     return _KV(v, i)
 
 
+@torch_args(tensor_first=True)
 def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
     """Quantiles by linear interpolation between order statistics (as torch.quantile); q a float
     or a 1-D tensor (its values give a new leading dimension)."""
@@ -144,6 +152,7 @@ def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
     return outs[0] if qa.ndim == 0 else stack(outs, 0)
 
 
+@torch_args(tensor_first=True)
 def median(x, dim=None, keepdim=False):
     """The lower median, as PyTorch: element (n - 1) // 2 of the sorted values.  With ``dim``:
     (values, indices), a named pair."""
@@ -160,6 +169,7 @@ def median(x, dim=None, keepdim=False):
     return _Median(vals, idx)
 
 
+@torch_args(tensor_first=True)
 def bincount(x, weights=None, minlength=0):
     a = x._data
     lib = _ns(a)
@@ -170,6 +180,7 @@ def bincount(x, weights=None, minlength=0):
     return Tensor._make(r.astype(DT.int64) if w is None else r.astype(w.dtype, copy=False))
 
 
+@torch_args(tensor_first=True)
 def histc(x, bins=100, min=0, max=0):  # noqa: A002  (PyTorch's argument names)
     a = x._data
     lo, hi = float(min), float(max)
@@ -181,6 +192,7 @@ def histc(x, bins=100, min=0, max=0):  # noqa: A002  (PyTorch's argument names)
     return Tensor._make(h.astype(a.dtype if a.dtype.kind == "f" else DT.get_default_dtype()))
 
 
+@torch_args(tensor_first=True)
 def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
     T = Tensor
     xp = _ns(x._data)   # (on a device: a host sync, the result's size depends on the values)
@@ -201,6 +213,7 @@ def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):
     return out[0] if len(out) == 1 else tuple(out)
 
 
+@torch_args(tensor_first=True)
 def mode(input, dim=-1, keepdim=False):  # noqa: A002
     """Most frequent value along ``dim`` (the smallest among equally frequent ones) and the index
     of its last occurrence, as PyTorch; the value is gathered, so its gradient goes there."""
@@ -229,6 +242,7 @@ def mode(input, dim=-1, keepdim=False):  # noqa: A002
     return _Mode(vals, it)
 
 
+@torch_args(tensor_first=True)
 def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
     """Lower median of the non-NaN values (NaN where a slice is all NaN), as PyTorch."""
     x = _tensor(input, "nanmedian: input")
@@ -266,6 +280,7 @@ def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
 _Hist = namedtuple("histogram", ["hist", "bin_edges"])
 
 
+@torch_args(tensor_first=True)
 def histogram(input, bins=100, *, range=None, weight=None, density=False):  # noqa: A002
     x = _tensor(input, "histogram: input")
     if x.dtype.kind != "f":
@@ -299,6 +314,7 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
     return _Hist(Tensor._make(h.astype(x.dtype)), Tensor._make(e.astype(x.dtype)))
 
 
+@torch_args(tensor_first=True)
 def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
     x = _tensor(input, "unique_consecutive: input")
     xp = _ns(x._data)   # (a boolean selection: a host sync on a device, as the result's size needs)
@@ -327,5 +343,6 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
     return out[0] if len(out) == 1 else tuple(out)
 
 
+@torch_args(tensor_first=True)
 def msort(input):  # noqa: A002
     return sort(input, 0).values

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 
+from varlens.core.arg_rules import torch_args
 from varlens.core import function as _F
 from varlens.core.function import Function
 from varlens.core.dtypes import get_default_dtype
@@ -645,6 +646,7 @@ class Cast(Function):
 
 
 # ---------------------------------------------------------------- functional wrappers
+@torch_args(tensor_first=True)
 def add(a, b, *, alpha=1):
     if alpha != 1:
         b = mul(b, alpha)
@@ -661,6 +663,7 @@ def _sub(a, b):
     return Sub.apply(*_promote(a, b))
 
 
+@torch_args(tensor_first=True)
 def sub(a, b, *, alpha=1):
     _check_sub(a, b)
     if alpha != 1:
@@ -668,15 +671,18 @@ def sub(a, b, *, alpha=1):
     return Sub.apply(*_promote(a, b))
 
 
+@torch_args(tensor_first=True)
 def rsub(a, b):
     _check_sub(b, a)
     return Sub.apply(*_promote(b, a))
 
 
+@torch_args(tensor_first=True)
 def mul(a, b):
     return Mul.apply(*_promote(a, b))
 
 
+@torch_args(tensor_first=True)
 def div(a, b, *, rounding_mode=None):
     if rounding_mode is not None:
         if rounding_mode not in ("floor", "trunc"):
@@ -685,16 +691,19 @@ def div(a, b, *, rounding_mode=None):
     return Div.apply(*_promote(a, b, True))
 
 
+@torch_args(tensor_first=True)
 def remainder(a, b):
     """a % b with the sign of b (Python's %), dtype promoted as PyTorch; differentiable."""
     return Remainder.apply(*_promote(_scalarize(a), _scalarize(b)))
 
 
+@torch_args(tensor_first=True)
 def fmod(a, b):
     """C's fmod: the remainder with the sign of a; fmod(int_tensor, 2) stays an integer tensor."""
     return Fmod.apply(*_promote(_scalarize(a), _scalarize(b)))
 
 
+@torch_args(tensor_first=True)
 def floor_divide(a, b):
     """floor(a / b), dtype promoted as PyTorch; recorded but not differentiable (as PyTorch)."""
     return FloorDivide.apply(*_promote(_scalarize(a), _scalarize(b)))
@@ -712,12 +721,14 @@ def rdiv(a, b):
     return Div.apply(*_promote(b, a, True))
 
 
+@torch_args(tensor_first=True)
 def neg(x):
     if x._data.dtype.kind == "b":
         raise RuntimeError(_NEG_BOOL)
     return Neg.apply(x)
 
 
+@torch_args(tensor_first=True)
 def pow(x, e):  # noqa: A001
     return Pow.apply(*_promote(x, e))
 
@@ -726,76 +737,93 @@ def rpow(x, b):
     return Pow.apply(*_promote(b, x))
 
 
+@torch_args(tensor_first=True)
 def exp(x):
     return Exp.apply(_fl(x))
 
 
+@torch_args(tensor_first=True)
 def log(x):
     return Log.apply(_fl(x))
 
 
+@torch_args(tensor_first=True)
 def sqrt(x):
     return Sqrt.apply(_fl(x))
 
 
+@torch_args(tensor_first=True)
 def log1p(x):
     return Log1p.apply(_fl(x))
 
 
+@torch_args(tensor_first=True)
 def expm1(x):
     return Expm1.apply(_fl(x))
 
 
+@torch_args(tensor_first=True)
 def exp2(x):
     return Exp2.apply(_fl(x))
 
 
+@torch_args(tensor_first=True)
 def rsqrt(x):
     return Pow.apply(_fl(x), -0.5)
 
 
+@torch_args(tensor_first=True)
 def square(x):
     if x._data.dtype.kind == "b":
         return pow(x, 2)  # bool squared is int64 in PyTorch
     return Mul.apply(x, x)
 
 
+@torch_args(tensor_first=True)
 def abs(x):  # noqa: A001
     if x._data.dtype.kind == "b":
         _float_only(x, "abs")  # PyTorch has no bool abs either
     return Abs.apply(x)
 
 
+@torch_args(tensor_first=True)
 def sign(x):
     if x._data.dtype.kind == "b":
         return clone(x)  # sign of a bool tensor is itself (NumPy has no bool sign)
     return Sign.apply(x)
 
 
+@torch_args(tensor_first=True)
 def sin(x):
     return Sin.apply(_fl(x))
 
 
+@torch_args(tensor_first=True)
 def cos(x):
     return Cos.apply(_fl(x))
 
 
+@torch_args(tensor_first=True)
 def erf(x):
     return Erf.apply(_fl(x))
 
 
+@torch_args(tensor_first=True)
 def erfc(x):
     return Erfc.apply(_fl(x))
 
 
+@torch_args(tensor_first=True)
 def tanh(x):
     return Tanh.apply(_fl(x))
 
 
+@torch_args(tensor_first=True)
 def sigmoid(x):
     return Sigmoid.apply(_fl(x))
 
 
+@torch_args(tensor_first=True)
 def clamp(x, min=None, max=None):  # noqa: A002
     T = _F.Tensor
     if isinstance(min, T) or isinstance(max, T):
@@ -817,14 +845,17 @@ def clamp(x, min=None, max=None):  # noqa: A002
     return Clamp.apply(x, lo, hi)
 
 
+@torch_args(tensor_first=True)
 def maximum(a, b):
     return Maximum.apply(*_promote(a, b))
 
 
+@torch_args(tensor_first=True)
 def minimum(a, b):
     return Minimum.apply(*_promote(a, b))
 
 
+@torch_args(tensor_first=True, first="condition", names=("condition", "input", "other"))
 def where(cond, a=None, b=None):
     """where(cond, a, b) picks elementwise; where(cond) alone is nonzero(cond, as_tuple=True)."""
     if a is None and b is None:
@@ -849,6 +880,7 @@ def cast(x, dtype):
     return Cast.apply(x, dtype)
 
 
+@torch_args(tensor_first=True)
 def clone(x):
     return Clone.apply(x)
 
@@ -887,18 +919,22 @@ class Trunc(_Step):
     fn = "trunc"
 
 
+@torch_args(tensor_first=True)
 def floor(x):
     return Floor.apply(x)
 
 
+@torch_args(tensor_first=True)
 def ceil(x):
     return Ceil.apply(x)
 
 
+@torch_args(tensor_first=True)
 def round(x, *, decimals=0):  # noqa: A001
     return Round.apply(x) if decimals == 0 else Round.apply(x, decimals)
 
 
+@torch_args(tensor_first=True)
 def trunc(x):
     return Trunc.apply(x)
 
@@ -913,18 +949,22 @@ negative = neg
 absolute = abs
 
 
+@torch_args(tensor_first=True)
 def log2(x):
     return div(log(x), 0.6931471805599453)
 
 
+@torch_args(tensor_first=True)
 def log10(x):
     return div(log(x), 2.302585092994046)
 
 
+@torch_args(tensor_first=True)
 def reciprocal(x):
     return rdiv(x, 1.0)
 
 
+@torch_args(tensor_first=True)
 def lerp(a, b, w):
     return add(a, mul(sub(b, a), w))
 
@@ -976,6 +1016,7 @@ class Atan2(Function):
         return g * x * inv, -g * y * inv
 
 
+@torch_args(tensor_first=True)
 def atan(x):
     return Atan.apply(_float(x))
 
@@ -983,6 +1024,7 @@ def atan(x):
 arctan = atan
 
 
+@torch_args(tensor_first=True)
 def asin(x):
     return Asin.apply(_float(x))
 
@@ -990,6 +1032,7 @@ def asin(x):
 arcsin = asin
 
 
+@torch_args(tensor_first=True)
 def acos(x):
     return Acos.apply(_float(x))
 
@@ -997,6 +1040,7 @@ def acos(x):
 arccos = acos
 
 
+@torch_args(tensor_first=True)
 def atan2(input, other):
     y, x = _promote(_T(input), _T(other, input))  # PyTorch's promotion first: int32 with float16 is float16
     return Atan2.apply(_float(y), _float(x))
@@ -1006,24 +1050,29 @@ arctan2 = atan2
 
 
 # ---------------------------------------------------------------- composed elementwise
+@torch_args(tensor_first=True)
 def tan(x):
     return sin(x) / cos(x)
 
 
+@torch_args(tensor_first=True)
 def sinh(x):
     x = _float(x)
     return (exp(x) - exp(-x)) * 0.5
 
 
+@torch_args(tensor_first=True)
 def cosh(x):
     x = _float(x)
     return (exp(x) + exp(-x)) * 0.5
 
 
+@torch_args(tensor_first=True)
 def hypot(input, other):
     return sqrt(input * input + other * other)
 
 
+@torch_args(tensor_first=True)
 def logaddexp(input, other):
     """log(e^a + e^b) = m + log(e^(a-m) + e^(b-m)), m = max(a, b) (no overflow)."""
     other = _T(other, input)
@@ -1031,14 +1080,17 @@ def logaddexp(input, other):
     return m + log(exp(input - m) + exp(other - m))
 
 
+@torch_args(tensor_first=True)
 def deg2rad(x):
     return x * (math.pi / 180.0)
 
 
+@torch_args(tensor_first=True)
 def rad2deg(x):
     return x * (180.0 / math.pi)
 
 
+@torch_args(tensor_first=True)
 def copysign(input, other):
     o = other._data if isinstance(other, Tensor) else _np.asarray(other)
     neg = Tensor._make(B.namespace(o).signbit(o))
@@ -1046,29 +1098,35 @@ def copysign(input, other):
     return where(neg, -a, a)
 
 
+@torch_args(tensor_first=True)
 def signbit(x):
     return Tensor._make(B.namespace(x._data).signbit(x._data))
 
 
+@torch_args(tensor_first=True)
 def heaviside(input, values):
     v = values._data if isinstance(values, Tensor) else values
     xp = B.namespace(input._data, v)
     return Tensor._make(xp.heaviside(input._data, v).astype(input._data.dtype))
 
 
+@torch_args(tensor_first=True)
 def clamp_min(input, min):  # noqa: A002
     return clamp(input, min, None)
 
 
+@torch_args(tensor_first=True)
 def clamp_max(input, max):  # noqa: A002
     return clamp(input, None, max)
 
 
+@torch_args(tensor_first=True)
 def frac(x):
     _float_only(x, "frac")  # no integer frac in PyTorch either
     return x - trunc(x)
 
 
+@torch_args(tensor_first=True)
 def logit(x, eps=None):
     x = _fl(x)  # bool/integer input: float32, as PyTorch
     if eps is not None:
@@ -1089,6 +1147,7 @@ class NanToNum(Function):
         return g * self.finite
 
 
+@torch_args(tensor_first=True)
 def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     """NaN -> ``nan``, +Inf -> ``posinf`` (default: the dtype's largest), -Inf -> ``neginf``;
     the gradient flows through the entries that were finite.  Integer and bool tensors come
@@ -1123,27 +1182,33 @@ Acosh = _elementary("Acosh", "arccosh", lambda g, x: g / D.sqrt(x * x - 1),
 Atanh = _elementary("Atanh", "arctanh", lambda g, x: g / (1 - x * x), "d atanh(x)/dx = 1 / (1 - x^2) (|x| < 1).")
 
 
+@torch_args(tensor_first=True)
 def sinc(input):  # noqa: A002
     return Sinc.apply(_float(_tensor(input, "sinc: input")))
 
 
+@torch_args(tensor_first=True)
 def asinh(input):  # noqa: A002
     return Asinh.apply(_float(_tensor(input, "asinh: input")))
 
 
+@torch_args(tensor_first=True)
 def acosh(input):  # noqa: A002
     return Acosh.apply(_float(_tensor(input, "acosh: input")))
 
 
+@torch_args(tensor_first=True)
 def atanh(input):  # noqa: A002
     return Atanh.apply(_float(_tensor(input, "atanh: input")))
 
 
+@torch_args(tensor_first=True)
 def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
     p = mul(tensor1, tensor2)
     return add(input, mul(p, value) if value != 1 else p)
 
 
+@torch_args(tensor_first=True)
 def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002
     t1 = tensor1
     if isinstance(t1, Tensor) and t1.dtype.kind != "f" and isinstance(tensor2, Tensor) and tensor2.dtype.kind != "f":
@@ -1153,6 +1218,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002
 
 
 # ---------------------------------------------------------------- elementwise
+@torch_args(tensor_first=True)
 def float_power(input, exponent):  # noqa: A002
     """input ** exponent computed in float64 (either may be a number), as PyTorch."""
     f64 = _np.dtype("float64")
@@ -1165,6 +1231,7 @@ def float_power(input, exponent):  # noqa: A002
     return pow(a, b)
 
 
+@torch_args(tensor_first=True)
 def nextafter(input, other):  # noqa: A002
     a, b = _tensor(input, "nextafter: input"), other
     bd = _arr(b)
@@ -1174,6 +1241,7 @@ def nextafter(input, other):  # noqa: A002
     return Tensor._make(xp.nextafter(a._data, bd.astype(a.dtype)).astype(a.dtype))
 
 
+@torch_args(tensor_first=True)
 def fmax(input, other):  # noqa: A002
     """Elementwise maximum that ignores a NaN on one side; the gradient goes to the chosen side
     (to input on ties), as PyTorch."""
@@ -1183,6 +1251,7 @@ def fmax(input, other):  # noqa: A002
     return where(take_a, a, b)
 
 
+@torch_args(tensor_first=True)
 def fmin(input, other):  # noqa: A002
     a, b = _promote(input, other)
     da, db = _arr(a), _arr(b)
@@ -1190,11 +1259,13 @@ def fmin(input, other):  # noqa: A002
     return where(take_a, a, b)
 
 
+@torch_args(tensor_first=True)
 def logaddexp2(input, other):  # noqa: A002
     ln2 = math.log(2.0)
     return div(logaddexp(mul(input, ln2), mul(other, ln2)), ln2)
 
 
+@torch_args(tensor_first=True)
 def ldexp(input, other):  # noqa: A002
     """input * 2**other (float result)."""
     x = _float(_tensor(input, "ldexp: input"))
@@ -1207,6 +1278,7 @@ def ldexp(input, other):  # noqa: A002
 _Frexp = namedtuple("frexp", ["mantissa", "exponent"])
 
 
+@torch_args(tensor_first=True)
 def frexp(input):  # noqa: A002
     x = _tensor(input, "frexp: input")
     if x.dtype.kind != "f":
@@ -1215,11 +1287,13 @@ def frexp(input):  # noqa: A002
     return _Frexp(Tensor._make(m.astype(x.dtype)), Tensor._make(e.astype(_np.int32)))
 
 
+@torch_args(tensor_first=True)
 def sgn(input):  # noqa: A002
     return sign(input)
 
 
 def _int_op(name, fn):
+    @torch_args(tensor_first=True)
     def f(input, other):  # noqa: A002
         a, b = _arr(input), _arr(other)
         for nm, v in (("input", a), ("other", b)):
@@ -1238,6 +1312,7 @@ bitwise_left_shift = _int_op("bitwise_left_shift", "left_shift")
 bitwise_right_shift = _int_op("bitwise_right_shift", "right_shift")
 
 
+@torch_args(tensor_first=True)
 def positive(input):  # noqa: A002
     x = _tensor(input, "positive: input")
     if x.dtype.kind == "b":

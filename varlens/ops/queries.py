@@ -2,6 +2,7 @@
 is_complex, is_signed, is_nonzero, is_same_size, get_device, result_type (PyTorch's promotion
 between tensors and Python numbers; the dtype-only rules are in varlens/core/dtypes.py)."""
 from __future__ import annotations
+from varlens.core.arg_rules import torch_args
 from varlens.core import dtypes as DT
 from varlens.core.tensor import Tensor
 from varlens.core.dtypes import _RANK
@@ -11,18 +12,22 @@ from varlens.core.array import xp
 
 
 # ---------------------------------------------------------------- predicates and dtype helpers
+@torch_args(tensor_first=True)
 def is_floating_point(input):  # noqa: A002
     return _tensor(input, "is_floating_point: input").dtype.kind == "f"
 
 
+@torch_args(tensor_first=True)
 def is_complex(input):  # noqa: A002
     return _tensor(input, "is_complex: input").dtype.kind == "c"
 
 
+@torch_args(tensor_first=True)
 def is_signed(input):  # noqa: A002
     return _tensor(input, "is_signed: input").dtype.kind in "fic"
 
 
+@torch_args(tensor_first=True)
 def is_nonzero(input):  # noqa: A002
     x = _tensor(input, "is_nonzero: input")
     if x.numel() != 1:
@@ -31,10 +36,12 @@ def is_nonzero(input):  # noqa: A002
     return bool(x._data.reshape(()) != 0)
 
 
+@torch_args(tensor_first=True)
 def is_same_size(input, other):  # noqa: A002
     return tuple(_tensor(input, "is_same_size: input").shape) == tuple(_tensor(other, "is_same_size: other").shape)
 
 
+@torch_args(tensor_first=True)
 def get_device(input):  # noqa: A002
     return -1  # CPU, as PyTorch reports it
 
@@ -51,6 +58,7 @@ def _dtype_of(v):
     raise TypeError(f"result_type: expected a Tensor or a number, got {type(v).__name__}")
 
 
+@torch_args(tensor_first=True)
 def result_type(tensor1, tensor2):
     """The dtype PyTorch's promotion gives: the higher category wins; within one category a
     dimensioned tensor wins over a 0-d one or a Python number."""

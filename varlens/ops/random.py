@@ -3,6 +3,7 @@ gradient: Reparameterize (z = mu + e^{logvar/2} eps; dz/dmu = 1, dz/dlogvar = (z
 StandardGamma (implicit reparameterisation: dx/dalpha = -(dF/dalpha)/(dF/dx) for the Gamma CDF F).
 The generator state is varlens/random.py's."""
 from __future__ import annotations
+from varlens.core.arg_rules import torch_args
 from varlens.core import dtypes as DT
 from varlens.core.tensor import Tensor
 from varlens.ops._args import _tensor
@@ -13,6 +14,7 @@ from varlens.core.function import Function
 from varlens.ops.pointwise import exp
 
 
+@torch_args(tensor_first=True)
 def poisson(input, generator=None):  # noqa: A002
     """Poisson draws with the given rates (input's dtype, never requires grad)."""
     x = _tensor(input, "poisson: input")
@@ -22,6 +24,7 @@ def poisson(input, generator=None):  # noqa: A002
     return Tensor._make(generator_for(lib, generator).rng.poisson(x._data).astype(x.dtype))
 
 
+@torch_args(tensor_first=True)
 def binomial(count, prob, generator=None):
     c, p = _tensor(count, "binomial: count"), _tensor(prob, "binomial: prob")
     lib = B.namespace(c._data, p._data)
@@ -31,6 +34,7 @@ def binomial(count, prob, generator=None):
     return Tensor._make(g.rng.binomial(c._data.astype(xp.int64), p._data).astype(c.dtype))
 
 
+@torch_args(tensor_first=True)
 def randint_like(input, low=0, high=None, *, dtype=None, generator=None, requires_grad=False,  # noqa: A002
                  device=None):
     """Integers from [low, high) of input's shape, on input's device unless ``device`` is given."""

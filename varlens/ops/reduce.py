@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins as _b
 
+from varlens.core.arg_rules import torch_args
 from varlens.core.function import Function
 from varlens.core import array as B
 from varlens.core.array import xp
@@ -314,6 +315,7 @@ def _tname(dtype):
 
 
 # ---------------------------------------------------------------- wrappers
+@torch_args(tensor_first=True)
 def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
     if dim is None and dtype is None and x._data.dtype.kind in "fc":  # the common case, fast
         return Sum.apply(x, tuple(range(x._data.ndim)), keepdim)
@@ -324,6 +326,7 @@ def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
     return Sum.apply(x, norm_dims(dim, x.ndim, "sum"), keepdim)
 
 
+@torch_args(tensor_first=True)
 def mean(x, dim=None, keepdim=False, *, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
@@ -348,6 +351,7 @@ def _float_input(x, op, msg):
                            "convert it with .float() first")
 
 
+@torch_args(tensor_first=True)
 def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):  # var(x, False) means unbiased=False in PyTorch
         unbiased, dim = dim, None
@@ -355,6 +359,7 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return Var.apply(x, norm_dims(dim, x.ndim, "var"), _correction(unbiased, correction), keepdim)
 
 
+@torch_args(tensor_first=True)
 def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):
         unbiased, dim = dim, None
@@ -362,19 +367,23 @@ def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return Std.apply(x, norm_dims(dim, x.ndim, "std"), _correction(unbiased, correction), keepdim)
 
 
+@torch_args(tensor_first=True)
 def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return var(x, dim, unbiased, keepdim, correction=correction), mean(x, dim, keepdim)
 
 
+@torch_args(tensor_first=True)
 def std_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return std(x, dim, unbiased, keepdim, correction=correction), mean(x, dim, keepdim)
 
 
+@torch_args(tensor_first=True)
 def amax(x, dim=None, keepdim=False):
     _nonempty(x, "amax")
     return Amax.apply(x, norm_dims(dim, x.ndim, "amax"), keepdim)
 
 
+@torch_args(tensor_first=True)
 def amin(x, dim=None, keepdim=False):
     _nonempty(x, "amin")
     return Amin.apply(x, norm_dims(dim, x.ndim, "amin"), keepdim)
@@ -433,6 +442,7 @@ class MinDim(MaxDim):
     torch_node_name = "MinBackward0"
 
 
+@torch_args(tensor_first=True)
 def max(x, dim=None, keepdim=False):  # noqa: A001
     """max(x) is the overall maximum; max(x, dim) returns (values, indices) as in PyTorch.
     max(x, other_tensor) is the elementwise maximum."""
@@ -444,6 +454,7 @@ def max(x, dim=None, keepdim=False):  # noqa: A001
     return _minmax_dim(x, dim, keepdim, argmax, _rt.max, MaxDim)
 
 
+@torch_args(tensor_first=True)
 def min(x, dim=None, keepdim=False):  # noqa: A001
     if isinstance(dim, Tensor):
         return minimum(x, dim)
@@ -463,6 +474,7 @@ def _minmax_dim(x, dim, keepdim, argf, result, node):
     return result(vals, idx)
 
 
+@torch_args(tensor_first=True)
 def argmax(x, dim=None, keepdim=False):
     a = x._data
     xp = B.namespace(a)
@@ -476,6 +488,7 @@ def argmax(x, dim=None, keepdim=False):
     return Tensor._make(xp.asarray(xp.argmax(a, axis=d, keepdims=keepdim), dtype=xp.int64))
 
 
+@torch_args(tensor_first=True)
 def argmin(x, dim=None, keepdim=False):
     a = x._data
     xp = B.namespace(a)
@@ -489,6 +502,7 @@ def argmin(x, dim=None, keepdim=False):
     return Tensor._make(xp.asarray(xp.argmin(a, axis=d, keepdims=keepdim), dtype=xp.int64))
 
 
+@torch_args(tensor_first=True)
 def logsumexp(x, dim, keepdim=False):
     if x._data.dtype.kind in "biu":
         x = _fl(x)  # integer input: the default float dtype, as PyTorch
@@ -517,14 +531,17 @@ def _softmax_args(x, dim, dtype, op):
     return x, _one_dim(dim, x.ndim, op)
 
 
+@torch_args(tensor_first=True)
 def softmax(x, dim=None, dtype=None, **_):
     return Softmax.apply(*_softmax_args(x, dim, dtype, "softmax"))
 
 
+@torch_args(tensor_first=True)
 def log_softmax(x, dim=None, dtype=None, **_):
     return LogSoftmax.apply(*_softmax_args(x, dim, dtype, "log_softmax"))
 
 
+@torch_args(tensor_first=True)
 def prod(x, dim=None, keepdim=False, *, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
@@ -533,24 +550,28 @@ def prod(x, dim=None, keepdim=False, *, dtype=None):
     return Prod.apply(x, norm_dims(dim, x.ndim, "prod"), keepdim)
 
 
+@torch_args(tensor_first=True)
 def all(x, dim=None, keepdim=False):  # noqa: A001
     xp = B.namespace(x._data)
     r = xp.asarray(xp.all(x._data, axis=None if dim is None else norm_dims(dim, x.ndim, "all"), keepdims=keepdim))
     return Tensor._make(r.astype(xp.uint8) if x._data.dtype == xp.uint8 else r)  # uint8 stays uint8 (PyTorch)
 
 
+@torch_args(tensor_first=True)
 def any(x, dim=None, keepdim=False):  # noqa: A001
     xp = B.namespace(x._data)
     r = xp.asarray(xp.any(x._data, axis=None if dim is None else norm_dims(dim, x.ndim, "any"), keepdims=keepdim))
     return Tensor._make(r.astype(xp.uint8) if x._data.dtype == xp.uint8 else r)
 
 
+@torch_args(tensor_first=True)
 def aminmax(input, *, dim=None, keepdim=False):
     if dim is None:
         return _MM(amin(input), amax(input))
     return _MM(amin(input, dim, keepdim=keepdim), amax(input, dim, keepdim=keepdim))
 
 
+@torch_args(tensor_first=True)
 def count_nonzero(x, dim=None):
     a = x._data != 0
     if dim is not None:
@@ -559,6 +580,7 @@ def count_nonzero(x, dim=None):
     return Tensor._make(xp.asarray(xp.count_nonzero(a, axis=dim), dtype=DT.int64))
 
 
+@torch_args(tensor_first=True)
 def nansum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     """Sum with NaNs counted as zero (their gradient is 0)."""
     x = _tensor(input, "nansum: input")
@@ -567,6 +589,7 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     return sum(x, dim, keepdim=keepdim, dtype=dtype)
 
 
+@torch_args(tensor_first=True)
 def nanmean(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     x = _tensor(input, "nanmean: input")
     if x.dtype.kind != "f":

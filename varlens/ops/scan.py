@@ -3,6 +3,7 @@
 cumulative_trapezoid.  The backward of a prefix sum is the reversed prefix sum of the
 cotangent."""
 from __future__ import annotations
+from varlens.core.arg_rules import torch_args
 from varlens.ops.reduce import amax
 from varlens.ops.pointwise import exp
 from varlens.ops.pointwise import log
@@ -32,12 +33,14 @@ from varlens.ops.pointwise import sub
 from varlens.ops.shape import unbind
 
 
+@torch_args(tensor_first=True)
 def logcumsumexp(input, dim):
     """log(cumsum(exp(x))) along ``dim``, shifted by the maximum so it does not overflow."""
     m = amax(input, dim, keepdim=True).detach()
     return log(cumsum(exp(input - m), dim)) + m
 
 
+@torch_args(tensor_first=True)
 def diff(x, n=1, dim=-1, prepend=None, append=None):
     d = _dim(x, dim, "diff")
     if prepend is not None or append is not None:
@@ -65,6 +68,7 @@ class CumSum(Function):
         return xp.flip(xp.cumsum(xp.flip(g, self.dim), axis=self.dim), self.dim)
 
 
+@torch_args(tensor_first=True)
 def cumsum(x, dim, *, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
@@ -123,6 +127,7 @@ class CumProd(Function):
         return stack(outs, dim)
 
 
+@torch_args(tensor_first=True)
 def cumprod(input, dim, *, dtype=None):  # noqa: A002
     x = _tensor(input, "cumprod: input")
     if dtype is not None:
@@ -172,11 +177,13 @@ def _cum_extreme(input, dim, what, better):
     return gather(x, d, it), it
 
 
+@torch_args(tensor_first=True)
 def cummax(input, dim):  # noqa: A002
     """Running maximum along ``dim`` and where it was last reached (values, indices)."""
     return _CumMax(*_cum_extreme(input, dim, "cummax", "greater_equal"))
 
 
+@torch_args(tensor_first=True)
 def cummin(input, dim):  # noqa: A002
     return _CumMin(*_cum_extreme(input, dim, "cummin", "less_equal"))
 
@@ -219,6 +226,7 @@ def _trap_terms(y, x, dx, dim, what):
     return mul(mul(s, step), 0.5), d
 
 
+@torch_args(tensor_first=True)
 def trapezoid(y, x=None, *, dx=None, dim=-1):
     """Trapezoid rule along ``dim`` with sample points ``x`` (1-D or y's shape) or spacing ``dx``."""
     terms, d = _trap_terms(y, x, dx, dim, "trapezoid")
@@ -229,10 +237,12 @@ def trapezoid(y, x=None, *, dx=None, dim=-1):
     return _reduce_sum(terms, d)
 
 
+@torch_args(tensor_first=True)
 def trapz(y, x=None, *, dx=None, dim=-1):
     return trapezoid(y, x, dx=dx, dim=dim)
 
 
+@torch_args(tensor_first=True)
 def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
     terms, d = _trap_terms(y, x, dx, dim, "cumulative_trapezoid")
     if terms is None:

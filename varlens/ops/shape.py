@@ -3,6 +3,7 @@ hstack/vstack/tensor_split families, flip/rot90/roll, movedim, atleast_*d, tile,
 to the cotangent (reshape back, inverse permutation, split what was concatenated)."""
 from __future__ import annotations
 
+from varlens.core.arg_rules import torch_args
 from varlens.core.function import Function
 from varlens.core import array as B
 from varlens.core.array import xp
@@ -136,6 +137,7 @@ def _is_index(s):
         return False
 
 
+@torch_args(tensor_first=True)
 def reshape(x, *shape):
     shape = _shape_arg(shape)
     if shape == x.shape:
@@ -192,6 +194,7 @@ def view_as(x, other):
     return view(x, tuple(other.shape))
 
 
+@torch_args(tensor_first=True)
 def permute(x, *dims):
     dims = _shape_arg(dims, "permute")
     nd = x.ndim
@@ -209,6 +212,7 @@ def permute(x, *dims):
     return _view_of(Permute.apply(x, axes), x, "permute", axes)
 
 
+@torch_args(tensor_first=True)
 def transpose(x, dim0, dim1):
     nd = x.ndim
     if nd == 0:
@@ -224,12 +228,14 @@ def transpose(x, dim0, dim1):
 swapaxes = transpose
 
 
+@torch_args(tensor_first=True)
 def t(x):
     if x.ndim > 2:
         raise RuntimeError(f"t(): expects a tensor with <= 2 dimensions, got {x.ndim}")
     return transpose(x, 0, 1) if x.ndim == 2 else x
 
 
+@torch_args(tensor_first=True)
 def squeeze(x, dim=None):
     s = x.shape
     if dim is None:
@@ -248,6 +254,7 @@ def squeeze(x, dim=None):
     return reshape(x, new)
 
 
+@torch_args(tensor_first=True)
 def unsqueeze(x, dim):
     nd = x.ndim + 1
     if not -nd <= dim < nd:
@@ -258,6 +265,7 @@ def unsqueeze(x, dim):
     return reshape(x, tuple(s))
 
 
+@torch_args(tensor_first=True)
 def flatten(x, start_dim=0, end_dim=-1):
     if x.ndim == 0:
         _dim(start_dim, 1, "flatten")
@@ -274,6 +282,7 @@ def flatten(x, start_dim=0, end_dim=-1):
     return reshape(x, tuple(s[:a]) + (n,) + tuple(s[b + 1:]))
 
 
+@torch_args(tensor_first=True)
 def unflatten(x, dim, sizes):
     dim = _dim(dim, x.ndim, "unflatten")
     sizes = tuple(sizes)
@@ -307,10 +316,12 @@ def expand_as(x, other):
     return expand(x, tuple(other.shape))
 
 
+@torch_args(tensor_first=True)
 def broadcast_to(x, shape):
     return expand(x, tuple(shape))
 
 
+@torch_args(tensor_first=True)
 def flip(x, dims):
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
     n = max(x.ndim, 1)
@@ -415,6 +426,7 @@ def split(x, split_size_or_sections, dim=0):
     return tuple(out)
 
 
+@torch_args(tensor_first=True)
 def chunk(x, chunks, dim=0):
     if not isinstance(chunks, int) or isinstance(chunks, bool):
         raise TypeError(f"chunk(): argument 'chunks' must be int, not {type(chunks).__name__}")
@@ -426,6 +438,7 @@ def chunk(x, chunks, dim=0):
     return split(x, size, d) if size else (x,)
 
 
+@torch_args(tensor_first=True)
 def unbind(x, dim=0):
     d = _dim(dim, x.ndim, "unbind")
     pre = (slice(None),) * d
@@ -453,6 +466,7 @@ def repeat(x, *sizes):
     return reshape(Clone.apply(y), tuple(final))
 
 
+@torch_args(tensor_first=True)
 def movedim(input, source, destination):  # noqa: A002
     """movedim with ints or sequences of dims (as PyTorch)."""
     x = _tensor(input, "movedim: input")
@@ -511,6 +525,7 @@ def column_stack(tensors):
     return cat(ts, 1)
 
 
+@torch_args(tensor_first=True)
 def tile(x, dims):
     dims = tuple(dims)
     if len(dims) < x.ndim:
@@ -520,11 +535,13 @@ def tile(x, dims):
     return repeat(x, *dims)
 
 
+@torch_args(tensor_first=True)
 def swapdims(x, dim0, dim1):
     return transpose(x, dim0, dim1)
 
 
 # ---------------------------------------------------------------- shapes
+@torch_args(tensor_first=True)
 def narrow(x, dim, start, length):
     d = _dim_args(x, dim, "narrow")
     L = x.shape[d]
@@ -537,6 +554,7 @@ def narrow(x, dim, start, length):
     return x[key]
 
 
+@torch_args(tensor_first=True)
 def rot90(x, k=1, dims=(0, 1)):
     d0, d1 = _dim_args(x, dims[0], "rot90"), _dim_args(x, dims[1], "rot90")
     k %= 4
@@ -549,10 +567,12 @@ def rot90(x, k=1, dims=(0, 1)):
     return x
 
 
+@torch_args(tensor_first=True)
 def fliplr(x):
     return flip(x, (1,))
 
 
+@torch_args(tensor_first=True)
 def flipud(x):
     return flip(x, (0,))
 
@@ -598,6 +618,7 @@ def unfold(x, dimension, size, step):
     return Unfold.apply(x, d, size, step)
 
 
+@torch_args(tensor_first=True)
 def roll(x, shifts, dims=None):
     """Cyclic shift; built from slicing and cat, so the gradient rolls back."""
     if dims is None:
@@ -686,6 +707,7 @@ def cartesian_prod(*tensors):
     return stack([reshape(g, (-1,)) for g in grids], 1)
 
 
+@torch_args(tensor_first=True)
 def adjoint(input):  # noqa: A002
     """The conjugate transpose of the last two dims (the transpose, for real tensors)."""
     x = _tensor(input, "adjoint: input")
@@ -744,6 +766,7 @@ def broadcast_tensors(*tensors):
 
 
 # ---------------------------------------------------------------- splitting
+@torch_args(tensor_first=True)
 def tensor_split(input, indices_or_sections, dim=0):  # noqa: A002
     """Split into n nearly equal parts (the first n % size get one more), or at given indices."""
     x = _tensor(input, "tensor_split: input")
@@ -772,6 +795,7 @@ def tensor_split(input, indices_or_sections, dim=0):  # noqa: A002
 
 
 def _dsplit_family(what, axis, min_dim):
+    @torch_args(tensor_first=True)
     def f(input, indices_or_sections):  # noqa: A002
         x = _tensor(input, f"{what}: input")
         if x.ndim < min_dim:
@@ -794,13 +818,16 @@ vsplit = _dsplit_family("vsplit", 0, 2)
 dsplit = _dsplit_family("dsplit", 2, 3)
 
 
+@torch_args(tensor_first=True)
 def split_with_sizes(input, split_sizes, dim=0):  # noqa: A002
     return split(input, list(split_sizes), dim)
 
 
+@torch_args(tensor_first=True)
 def ravel(input):  # noqa: A002
     return reshape(input, (-1,))
 
 
+@torch_args(tensor_first=True)
 def moveaxis(input, source, destination):  # noqa: A002
     return movedim(input, source, destination)

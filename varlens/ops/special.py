@@ -7,6 +7,7 @@ Devices: the special functions come from ``B.special(xp)`` for the inputs' array
 (scipy.special on the host, cupyx.scipy.special on CUDA); value checks that would read device
 values on the host run on the CPU only."""
 from __future__ import annotations
+from varlens.core.arg_rules import torch_args
 from varlens.core import array as B
 from varlens.core import primitives as D
 from varlens.core.function import Function
@@ -76,18 +77,22 @@ Digamma = _scipy_unary("Digamma", "digamma", lambda xp, g, x, y: g * _polygamma(
                        "d digamma(x)/dx = polygamma(1, x).  Second derivatives are not implemented.")
 
 
+@torch_args(tensor_first=True)
 def erfinv(x):
     return Erfinv.apply(_float(x))
 
 
+@torch_args(tensor_first=True)
 def lgamma(x):
     return Lgamma.apply(_float(x))
 
 
+@torch_args(tensor_first=True)
 def digamma(x):
     return Digamma.apply(_float(x))
 
 
+@torch_args(tensor_first=True)
 def xlogy(input, other):
     """x log y, defined as 0 where x == 0 (also when y == 0).  As PyTorch, d/dx = log y also
     where x == 0 (for finite y > 0), so it is x * log(y) with y replaced by 1 only where x == 0
@@ -151,6 +156,7 @@ def polygamma(n, input):  # noqa: A002
     return Polygamma.apply(_float(_tensor(input, "polygamma: input")), n)
 
 
+@torch_args(tensor_first=True)
 def i0(input):  # noqa: A002
     return I0.apply(_float(_tensor(input, "i0: input")))
 
@@ -165,14 +171,17 @@ def _igamma(input, other, upper):  # noqa: A002
     return IGamma.apply(a, x, upper)
 
 
+@torch_args(tensor_first=True)
 def igamma(input, other):  # noqa: A002
     return _igamma(input, other, False)
 
 
+@torch_args(tensor_first=True)
 def igammac(input, other):  # noqa: A002
     return _igamma(input, other, True)
 
 
+@torch_args(tensor_first=True)
 def mvlgamma(input, p):  # noqa: A002
     """log of the multivariate gamma: sum_{i<p} lgamma(x - i/2) + p(p-1)/4 log(pi)."""
     x = _float(_tensor(input, "mvlgamma: input"))

@@ -3,8 +3,8 @@
 
 They are written here, in the ops layer, because each one records (or bypasses) an op from
 varlens/ops, and the Tensor class in varlens/core/tensor.py imports nothing above the core.
-They reach Tensor only through the method table (``METHODS`` below, installed with the rest of
-Tensor's methods), never by assignment from elsewhere.
+They reach Tensor only through the method table (``SURFACE`` in varlens/_surface.py, installed
+with the rest of Tensor's methods), never by assignment from elsewhere.
 
 In-place semantics: outside autograd the array is changed in place and the version counter
 bumped (so a backward that saved it can refuse); a tensor in the graph is updated by recording
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as _np
 
+from varlens.core.arg_rules import torch_args
 from varlens.core import grad_mode as _gm
 from varlens.core import array as B
 from varlens.core.array import xp
@@ -355,47 +356,6 @@ def _refresh(t, record):
         t.__dict__["_view_of"] = (base, kind, arg, b)
 
 
-# the Tensor methods defined in this file (installed by the method table with the others)
-METHODS = {
-    "add_": add_,
-    "sub_": sub_,
-    "mul_": mul_,
-    "div_": div_,
-    "pow_": pow_,
-    "addcmul_": addcmul_,
-    "addcdiv_": addcdiv_,
-    "lerp_": lerp_,
-    "exp_": exp_,
-    "log_": log_,
-    "sqrt_": sqrt_,
-    "abs_": abs_,
-    "neg_": neg_,
-    "tanh_": tanh_,
-    "sin_": sin_,
-    "cos_": cos_,
-    "relu_": relu_,
-    "sigmoid_": sigmoid_,
-    "clamp_": clamp_,
-    "zero_": zero_,
-    "fill_": fill_,
-    "copy_": copy_,
-    "normal_": normal_,
-    "uniform_": uniform_,
-    "bernoulli_": bernoulli_,
-    "apply_": apply_,
-    "map_": map_,
-    "multinomial": tensor_multinomial,
-    "__setitem__": __setitem__,
-    "contiguous": tensor_contiguous,
-    "clone": tensor_clone,
-    "__iadd__": add_,
-    "__isub__": sub_,
-    "__imul__": mul_,
-    "__itruediv__": div_,
-    "clip_": clamp_,
-}
-
-
 # ---------------------------------------------------------------- in place
 def _inplace_from(name, fn):
     """``name_``: the out-of-place ``fn`` written back into this tensor (as the in-place ops
@@ -447,6 +407,7 @@ def _random_fill(kind):
     return method
 
 
+@torch_args(tensor_first=True)
 def _identity(input):  # noqa: A002
     """resolve_conj / resolve_neg / conj: real tensors have no lazy conjugate or negation bit."""
     return input
@@ -464,11 +425,13 @@ def _H(self):
     return self.T
 
 
+@torch_args(tensor_first=True)
 def _o_trunc(input):  # noqa: A002
     return trunc(input)
 
 
 def _torch_inplace(name):
+    @torch_args(tensor_first=True)
     def f(input, *args, **kwargs):  # noqa: A002
         return getattr(_tensor(input, f"{name}_: input"), name + "_")(*args, **kwargs)
     f.__name__ = name + "_"

@@ -248,29 +248,42 @@ class Function:
         T = Tensor
         ctx = _new(cls)
         datas = []
-        nxt = []
-        need = False
-        nt = None   # positions of non-Tensor arguments (left out of next_functions, as PyTorch)
         dev = False  # an input array that is not a NumPy ndarray (a device array, or a scalar)
-        for a in args:  # one plain loop: measurably cheaper than two comprehensions
-            if isinstance(a, T):
-                d = a._data
-                datas.append(d)
-                if d.__class__ is not _ndarray:
+        plain = not _enabled[0] and op_hook is None and not _anomaly[0]
+        if plain:
+            # no_grad (inference, sampling): nothing is recorded, so no edges, no node, no
+            # version bookkeeping; only the arrays and their device are read
+            for a in args:
+                if a.__class__ is T or isinstance(a, T):
+                    a = a._data
+                    if a.__class__ is not _ndarray:
+                        dev = True
+                elif a.__class__ in _NS and a.__class__ is not _ndarray:
                     dev = True
-                if a._rg:
-                    need = True
-                    nxt.append(a._node or a)
-                else:
-                    nxt.append(None)
-            else:
-                if nt is None:
-                    nt = []
-                nt.append(len(nxt))
                 datas.append(a)
-                nxt.append(None)
-                if a.__class__ in _NS and a.__class__ is not _ndarray:
-                    dev = True
+        else:
+            nxt = []
+            need = False
+            nt = None   # positions of non-Tensor arguments (left out of next_functions, as PyTorch)
+            for a in args:  # one plain loop: measurably cheaper than two comprehensions
+                if isinstance(a, T):
+                    d = a._data
+                    datas.append(d)
+                    if d.__class__ is not _ndarray:
+                        dev = True
+                    if a._rg:
+                        need = True
+                        nxt.append(a._node or a)
+                    else:
+                        nxt.append(None)
+                else:
+                    if nt is None:
+                        nt = []
+                    nt.append(len(nxt))
+                    datas.append(a)
+                    nxt.append(None)
+                    if a.__class__ in _NS and a.__class__ is not _ndarray:
+                        dev = True
         if dev:
             xp = _namespace(*datas)   # raises for inputs on two devices
             if xp is not _np:
@@ -282,6 +295,10 @@ class Function:
             if err is None:
                 raise
             raise err from None
+        if plain:
+            if out.__class__ is not _ndarray and out.__class__ not in _NS:
+                out = _asarray(out)
+            return T._make(out)
         raw = out
         if out.__class__ is not _ndarray and out.__class__ not in _NS:
             out = _asarray(out)  # NumPy returns scalars from full reductions; keep 0-d arrays

@@ -281,9 +281,12 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
     w2 = w.reshape(1, -1) if w.ndim == 1 else w
     C = w2.shape[1]
     host = lib is xp      # the value checks read the host: on a device they are skipped (docs/conventions.md)
-    if host and (not bool(xp.isfinite(w2).all()) or bool((w2 < 0).any())):
+    # (one pass over the weights: w >= 0 is False for NaN, -inf and negatives; a +inf left makes
+    # its row's float64 total inf)
+    bad = host and not bool((w2 >= 0).all())
+    tot = None if bad else w2.sum(axis=1, dtype=xp.float64)
+    if bad or (host and not bool(xp.isfinite(tot).all())):
         raise RuntimeError("multinomial: probability tensor contains either inf, nan or element < 0")
-    tot = w2.sum(axis=1, dtype=xp.float64)
     if host and bool((tot <= 0).any()):
         raise RuntimeError("multinomial: each row of input must have a positive sum (all weights were 0)")
     g = generator_for(lib, generator)
@@ -300,12 +303,15 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
     else:
         if n > C:
             raise RuntimeError(f"multinomial: cannot sample num_samples={n} > {C} categories without replacement")
-        if host and bool(((w2 > 0).sum(axis=1) < n).any()):
+        if host and n > 1 and bool(((w2 > 0).sum(axis=1) < n).any()):   # (n = 1: the sum check did it)
             raise RuntimeError("multinomial: invalid distribution (with replacement=False, not enough "
                                f"categories with non-zero weight to draw {n})")
         with lib.errstate(divide="ignore"):
             keys = lib.log(w2.astype(xp.float64)) - lib.log(-lib.log(g.random(w2.shape)))
-        idx = lib.argsort(-keys, axis=1, kind="stable")[:, :n]
+        if n == 1:   # the first largest key, as the stable sort below would give it
+            idx = keys.argmax(axis=1)[:, None]
+        else:
+            idx = lib.argsort(-keys, axis=1, kind="stable")[:, :n]
     idx = idx.astype(DT.int64)
     return _finish(idx[0] if w.ndim == 1 else idx, False)
 

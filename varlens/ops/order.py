@@ -15,6 +15,8 @@ from varlens.core.array import xp as np_   # (the host library, where a function
 from varlens.ops.return_types import sort as SortResult, topk as TopKResult  # noqa: E402
 from varlens.core import dtypes as DT
 from varlens.core.tensor import Tensor
+from varlens.core import function as _function
+from varlens.core.grad_mode import _enabled as _grad_enabled
 from varlens.ops.return_types import kthvalue as _KV
 import math
 from varlens.ops.shape import reshape
@@ -66,6 +68,20 @@ def sort(x, dim=-1, descending=False, stable=False):
 
 @torch_args(tensor_first=True)
 def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
+    a = x._data
+    if (a.__class__ is xp.ndarray and a.ndim and a.dtype.kind == "f" and not (x._rg and _grad_enabled[0])
+            and _function.op_hook is None):
+        # nothing to differentiate or observe (sampling under no_grad): two stable sorts of the
+        # same keys give the indices and the values in the same order, without gather's op
+        d = _dim(dim, a.ndim, "topk")
+        n = a.shape[d]
+        if not 0 <= k <= n:
+            raise RuntimeError(f"topk: k ({k}) must be between 0 and the size of dimension {d} ({n})")
+        key = -a if largest else a
+        first = (slice(None),) * d + (slice(0, k),)
+        vals = xp.sort(key, axis=d, kind="stable")[first]
+        idx = key.argsort(axis=d, kind="stable")[first].astype(xp.int64, copy=False)
+        return TopKResult(Tensor._make(-vals if largest else vals), Tensor._make(idx))
     d = _dim(dim, x.ndim, "topk")
     n = x.shape[d] if x.ndim else 1
     if not 0 <= k <= n:

@@ -40,7 +40,7 @@ class Permute(Function):
 
     def forward(self, x, axes):
         self.axes = axes
-        return self.xp.transpose(x, axes)
+        return x.transpose(axes)   # (the array's method: NumPy's and CuPy's, less dispatch)
 
     def backward(self, g):
         inv = [0] * len(self.axes)
@@ -140,7 +140,7 @@ def _is_index(s):
 @torch_args(tensor_first=True)
 def reshape(x, *shape):
     shape = _shape_arg(shape)
-    if shape == x.shape:
+    if shape == x._data.shape:
         return x
     return _view_of(Reshape.apply(x, shape), x, "reshape", shape)
 
@@ -154,7 +154,7 @@ def view(x, *shape):
     if x._data.__class__ is xp.ndarray and not x._data.flags.c_contiguous and x._data.size > 1:
         # (the check needs NumPy's reshape(copy=False); on a device a non-contiguous view copies)
         try:
-            xp.reshape(x._data, shp, copy=False)
+            x._data.reshape(shp, copy=False)
         except ValueError as e:
             if "copy" in str(e) or "without copying" in str(e) or "view" in str(e):
                 raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
@@ -376,9 +376,11 @@ def cat(tensors, dim=0):
     if dt is not None:
         tensors = [t if t._data.dtype == dt else t.to(dt) for t in tensors]
     ref = tensors[0]
-    d = _dim(dim, ref.ndim, "cat")
+    rs = ref._data.shape
+    d = _dim(dim, len(rs), "cat")
     for i, t in enumerate(tensors):
-        if t.ndim != ref.ndim or any(a != b for j, (a, b) in enumerate(zip(t.shape, ref.shape)) if j != d):
+        ts = t._data.shape   # (the arrays' shapes: no Size objects on this per-call path)
+        if len(ts) != len(rs) or ts[:d] != rs[:d] or ts[d + 1:] != rs[d + 1:]:
             raise RuntimeError(f"cat: tensors must match except in dimension {d}; tensor 0 has shape "
                                f"{tuple(ref.shape)} and tensor {i} has shape {tuple(t.shape)}")
     return Cat.apply(*tensors, dim=d)

@@ -13,6 +13,7 @@ from varlens.ops.pointwise import torch_dtype_name as n
 
 _ndarray = xp.ndarray
 _dot = xp.dot
+_ascontig = xp.ascontiguousarray
 _add_reduce = xp.add.reduce
 _max_reduce = xp.maximum.reduce
 
@@ -29,6 +30,16 @@ class Linear(Function):
         if x.dtype is not w.dtype and x.dtype != w.dtype:  # one comparison: dtypes are singletons
             _dtype_mismatch(x, w)
         self.save_for_backward(x, w)
+        if x.__class__ is _ndarray and x.ndim >= 2 and w.shape[1] == x.shape[-1] > 0 \
+                and 1 < (m := x.size // w.shape[1]) <= 32 and (m >= 8 or w.shape[0] > w.shape[1]) \
+                and w.flags.c_contiguous:
+            # A few rows (generation, small batches): OpenBLAS's small-M GEMM with a transposed
+            # weight is slow; (W x^T)^T reads W in its own layout (20-25% less time at 5x128 -> 384
+            # and 12x512 -> 128, measured for issue 19), made C-ordered again before b is added.
+            y = _ascontig(_dot(w, x.reshape(-1, w.shape[1]).T).T)
+            if b is not None:
+                y += b
+            return y.reshape(x.shape[:-1] + (w.shape[0],))
         if x.ndim == 2 and x.__class__ is _ndarray:
             y = _dot(x, w.T)              # (np.dot: less dispatch than @ in 2-D)
         else:

@@ -18,11 +18,10 @@ from varlens.core.arg_rules import torch_args
 from varlens.core import grad_mode as _gm
 from varlens.core import array as B
 from varlens.core.array import xp
-from varlens.core.dtypes import to_dtype as _to_dtype
 from varlens.core.grad_mode import _enabled
 from varlens.core.tensor import Tensor
 from varlens.ops.creation import multinomial as _multinomial
-from varlens.ops.pointwise import abs as _abs_op, add as _add_op, cast as _cast_op, clamp as _clamp_op, clone as _clone_op, cos as _cos_op, div as _div_op, exp as _exp_op, log as _log_op, mul as _mul_op, neg as _neg_op, pow as _pow_op, sigmoid as _sigmoid_op, sin as _sin_op, sqrt as _sqrt_op, sub as _sub_op, tanh as _tanh_op
+from varlens.ops.pointwise import abs as _abs_op, add as _add_op, clamp as _clamp_op, clone as _clone_op, cos as _cos_op, div as _div_op, exp as _exp_op, log as _log_op, mul as _mul_op, neg as _neg_op, pow as _pow_op, sigmoid as _sigmoid_op, sin as _sin_op, sqrt as _sqrt_op, sub as _sub_op, tanh as _tanh_op
 from varlens.ops.activation import relu as _relu_op
 from varlens.ops.index import getitem as _getitem_op, index_key as _index_key_op, setitem as _setitem_op
 from varlens.ops.index import _key_to, _ns

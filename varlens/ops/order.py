@@ -68,26 +68,23 @@ def sort(x, dim=-1, descending=False, stable=False):
 
 @torch_args(tensor_first=True)
 def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
-    a = x._data
-    if (a.__class__ is xp.ndarray and a.ndim and a.dtype.kind == "f" and not (x._rg and _grad_enabled[0])
-            and _function.op_hook is None):
-        # nothing to differentiate or observe (sampling under no_grad): two stable sorts of the
-        # same keys give the indices and the values in the same order, without gather's op
-        d = _dim(dim, a.ndim, "topk")
-        n = a.shape[d]
-        if not 0 <= k <= n:
-            raise RuntimeError(f"topk: k ({k}) must be between 0 and the size of dimension {d} ({n})")
-        key = -a if largest else a
-        first = (slice(None),) * d + (slice(0, k),)
-        vals = xp.sort(key, axis=d, kind="stable")[first]
-        idx = key.argsort(axis=d, kind="stable")[first].astype(xp.int64, copy=False)
-        return TopKResult(Tensor._make(-vals if largest else vals), Tensor._make(idx))
     d = _dim(dim, x.ndim, "topk")
     n = x.shape[d] if x.ndim else 1
     if not 0 <= k <= n:
         raise RuntimeError(f"topk: k ({k}) must be between 0 and the size of dimension {d} ({n})")
+    first = (slice(None),) * d + (slice(0, k),)
+    a = x._data
+    if (a.__class__ is xp.ndarray and a.ndim and a.dtype.kind == "f" and not (x._rg and _grad_enabled[0])
+            and _function.op_hook is None):
+        # nothing to differentiate or observe (sampling under no_grad): two stable sorts of the
+        # same keys give the values and the indices in the same order, without gather's op (on
+        # short rows a second sort costs less than np.take_along_axis: 2.7 against 5.5 us at 65)
+        key = -a if largest else a
+        vals = xp.sort(key, axis=d, kind="stable")[first]
+        idx = key.argsort(axis=d, kind="stable")[first].astype(xp.int64, copy=False)
+        return TopKResult(Tensor._make(-vals if largest else vals), Tensor._make(idx))
     idx = argsort(x, d, descending=largest, stable=True)._data
-    idx = idx[(slice(None),) * d + (slice(0, k),)] if x.ndim else idx
+    idx = idx[first] if x.ndim else idx
     idx_t = Tensor._make(idx)
     return TopKResult(gather(x, d, idx_t), idx_t)
 

@@ -78,7 +78,7 @@ def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
             and _function.op_hook is None):
         # nothing to differentiate or observe (sampling under no_grad): two stable sorts of the
         # same keys give the values and the indices in the same order, without gather's op (on
-        # short rows a second sort costs less than np.take_along_axis: 2.7 against 5.5 us at 65)
+        # short rows two sorts take 2.7 us where one sort and np.take_along_axis take 5.5, at 65)
         key = -a if largest else a
         vals = xp.sort(key, axis=d, kind="stable")[first]
         idx = key.argsort(axis=d, kind="stable")[first].astype(xp.int64, copy=False)

@@ -24,6 +24,7 @@ descheduled, which measures the contention, not the code).
     python benchmarks/bench_conv.py            # print the tables
     python benchmarks/bench_conv.py --write    # also refresh its section of RESULTS.md
     python benchmarks/bench_conv.py --profile  # where varlens' LeNet step spends its time
+    python benchmarks/bench_conv.py --winograd # 3x3 rows: Winograd against the shifted rows
 """
 from __future__ import annotations
 
@@ -75,22 +76,32 @@ GEMM work).  Backward builds g shifted by each kernel column once (kw copies) an
 both products: dL/dx = W_j @ g_shifted followed by kh row-aligned adds (no kh*kw col2im), and
 dL/dW = g_shifted @ x_rows^T with only C*kh shifted rows of x.  LeNet conv1's weight gradient
 (6 output channels) runs as six matrix-vector products, which OpenBLAS does 1.5x faster than a
-6-row GEMM.  The 2x2 max pool takes a tiled fast path (the max of four strided views forward;
-backward marks each window's first maximum and writes g * mask into the four slices of dL/dx).
-Where the time goes is table (4).  The convolutions are now GEMM-bound: in LeNet conv2 and the
-ResNet blocks the three products (forward, dL/dW, dL/dx) are about 65-75% of the layer's time
-and run near OpenBLAS's single-core peak (80-100 GFLOP/s), the rest is the column and shifted-g
-copies and the row adds.  PyTorch's oneDNN kernels do the same arithmetic without column copies
-or wrapped columns and faster than OpenBLAS's GEMM, hence the remaining gap (ratios < 1) in
-table (1); stride 2 (ResNet down) still uses the exact per-sample im2col.  The ResNet rows also
+6-row GEMM.  3x3 stride-1 float32 convolutions with at least 8 input and output channels (the
+ResNet blocks here; not LeNet-5's 5x5 layers) take Winograd's F(2x2, 3x3) instead
+(varlens/ops/kernels/winograd.py): 16 products (O, C) @ (C, tiles) per 2x2 output block instead
+of 36 multiply-adds, for forward, dL/dx (the full correlation with the flipped kernel) and dL/dW
+(the adjoint in the weight), with the tile transforms as compiled passes; against the shifted
+rows in one process (`--winograd`, 2026-11-26, load 7-10): 1.2x, 1.25x, 1.17x faster on the
+three ResNet block rows.  Max pooling runs compiled kernels (float32): one pass forward keeping each
+window's winner (PyTorch's: first maximum, last NaN), one pass backward writing dL/dx (2x2
+stride 2: every input written once, no zero fill).
+Where the time goes is table (4).  LeNet conv2's products (forward, dL/dW, dL/dx) are about
+65-75% of the layer's time and run near OpenBLAS's single-core peak (80-100 GFLOP/s), the rest
+is the column and shifted-g copies and the row adds.  PyTorch's oneDNN kernels do the same
+arithmetic without column copies or wrapped columns and faster than OpenBLAS's GEMM, hence the
+remaining gap (ratios < 1) in table (1); in the Winograd rows the tile transforms (about 10 ns
+per 4x4 tile and channel, not vectorised: a tile row is only Wo/2 long) take about as long as
+the products; stride 2 (ResNet down) still uses the exact per-sample im2col.  The ResNet rows also
 pay for fresh memory: interleaved with PyTorch, varlens' multi-MiB arrays (output, padded input,
 dL/dx) come back from glibc as new pages, about 4,000 page faults per call at 16x28x28 (15 ms
 alone, 20 ms interleaved on a loaded machine); LeNet's smaller arrays are reused without faults.  (Table (1)'s conv1
 row includes dL/dx, which PyTorch computes slowly for one input channel; LeNet's step does not
-need it.)  varlens wins the step back on max pooling (PyTorch's CPU max_pool2d is 1.5-2.5x
-slower at these sizes) and on a shorter rest of the step.  Memory: the conv chunk buffers (2.2 MiB for LeNet,
+need it.)  varlens wins the step back on max pooling (PyTorch's CPU max_pool2d is slower at
+these sizes) and on a shorter rest of the step.  Memory: the conv chunk buffers (2.2 MiB for LeNet,
 each at most varlens.ops.nn.conv.SCRATCH_MAX elements) are allocated in step 1 and reused after,
-so the steady-state rise in table (3) does not include them; step 1's row does.
+so the steady-state rise in table (3) does not include them; step 1's row does, and also
+numba's import and the loading of the compiled kernels (the pooling and ReLU kernels run from
+the first step; about 100 MiB once per process, not per step).
 """
 
 
@@ -152,6 +163,31 @@ def conv_case(N, cin, cout, k, H, p, s, rounds):
         torch.nn.functional.conv2d(tx, tw, tb, s, p).backward(tg)
         tx.grad = tw.grad = tb.grad = None
     return interleaved(fv, ft, rounds, 3)
+
+
+def winograd_ab(rounds):
+    """The 3x3 rows of table (1), varlens with Winograd against varlens with the shifted rows
+    (varlens.ops.nn.conv.WINOGRAD_MIN_CHANNELS raised past every layer), interleaved in this
+    process: ms per forward + backward and the speed-up."""
+    from varlens.ops.nn import conv as C
+    keep = C.WINOGRAD_MIN_CHANNELS
+    for label, N, cin, cout, k, H, p, s in CONV_CASES:
+        if k != 3 or s != 1:
+            continue
+        rng = np.random.default_rng(0)
+        vx, vw, vb = (vl.tensor(a.astype(np.float32), requires_grad=True) for a in (
+            rng.standard_normal((N, cin, H, H)), rng.standard_normal((cout, cin, k, k)) * 0.1, np.zeros(cout)))
+        vg = vl.tensor(rng.standard_normal((N, cout, H + 2 * p - 2, H + 2 * p - 2)).astype(np.float32))
+
+        def run(on):
+            def f():
+                C.WINOGRAD_MIN_CHANNELS = keep if on else 10 ** 9
+                F.conv2d(vx, vw, vb, s, p).backward(vg)
+                vx.grad = vw.grad = vb.grad = None
+            return f
+        tw, ts = interleaved(run(True), run(False), rounds, 3)
+        C.WINOGRAD_MIN_CHANNELS = keep
+        print(f"| {label} | Winograd {tw * 1e3:.2f} ms | shifted rows {ts * 1e3:.2f} ms | {ts / tw:.2f}x |", flush=True)
 
 
 def torch_lenet():
@@ -308,9 +344,12 @@ def main():
     ap.add_argument("--threads", default="1")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--rss-child", default=None)
+    ap.add_argument("--winograd", action="store_true", help="only: Winograd against shifted rows, 3x3 rows")
     a = ap.parse_args()
     if a.rss_child:
         return _rss_child(a.rss_child)
+    if a.winograd:
+        return winograd_ab(a.rounds)
     if a.profile:
         return profile()
     lines = []

@@ -362,3 +362,112 @@ def test_output_size_claims_of_section_5_2_6(l):
     assert tuple(C.conv2d(x, w).shape[2:]) == (11 - l + 1, 8 - l + 1)
     assert tuple(C.conv2d(x, w, padding=(l - 1) // 2).shape[2:]) == (11, 8)
     assert tuple(C.conv2d(x, w, padding="same").shape[2:]) == (11, 8)
+
+
+# ---- Winograd F(2x2, 3x3): float32 3x3 stride-1 convolutions (ops/kernels/winograd.py)
+_WINO_CASES = [  # (N, C, O, H, W, padding, bias, x needs grad)
+    (2, 8, 8, 7, 7, 1, True, True),
+    (3, 8, 12, 9, 6, 0, True, True),
+    (2, 9, 8, 9, 11, 2, False, True),
+    (2, 16, 8, 10, 5, (1, 0), True, False),
+    (1, 8, 16, 6, 9, "same", True, True),
+]
+
+
+@pytest.mark.parametrize("case", _WINO_CASES, ids=lambda c: f"N{c[0]}C{c[1]}O{c[2]}H{c[3]}W{c[4]}p{c[5]}")
+def test_conv2d_winograd_float32_matches_torch_and_shifted_path(case, monkeypatch):
+    """Odd and even maps (the last tile row/column cut), padding 0-2 and asymmetric, with and
+    without bias and input gradient: the Winograd path agrees with PyTorch (float64 reference)
+    and with the shifted-rows path to float32 rounding."""
+    N, Ci, O, H, W, pad, has_b, xg = case
+    rng = np.random.default_rng(21)
+    xa = rng.standard_normal((N, Ci, H, W)).astype(np.float32)
+    wa = (rng.standard_normal((O, Ci, 3, 3)) * 0.3).astype(np.float32)
+    ba = rng.standard_normal(O).astype(np.float32) if has_b else None
+    gy = None
+    runs = []
+    for wino in (True, False):
+        if not wino:
+            monkeypatch.setattr(C, "WINOGRAD_MIN_CHANNELS", 10 ** 9)
+        x = vl.tensor(xa, requires_grad=xg)
+        w = vl.tensor(wa, requires_grad=True)
+        b = vl.tensor(ba, requires_grad=True) if has_b else None
+        out = C.conv2d(x, w, b, padding=pad)
+        assert out._node.wino == wino and out.dtype == np.float32
+        if gy is None:
+            gy = rng.standard_normal(tuple(out.shape)).astype(np.float32)
+        out.backward(vl.tensor(gy))
+        runs.append([out._data] + [t.grad._data if t is not None and t.requires_grad else None for t in (x, w, b)])
+    tx = torch.from_numpy(xa.astype(np.float64)).requires_grad_(xg)
+    tw = torch.from_numpy(wa.astype(np.float64)).requires_grad_(True)
+    tb = torch.from_numpy(ba.astype(np.float64)).requires_grad_(True) if has_b else None
+    tout = TF.conv2d(tx, tw, tb, padding=pad)
+    tout.backward(torch.from_numpy(gy.astype(np.float64)))
+    ref = [tout.detach().numpy()] + [t.grad.numpy() if t is not None and t.requires_grad else None
+                                     for t in (tx, tw, tb)]
+    for name, a, s, r in zip(("out", "dx", "dw", "db"), runs[0], runs[1], ref):
+        assert (a is None) == (r is None), name
+        if r is None:
+            continue
+        scale = np.abs(r).max()
+        assert a.dtype == np.float32, name
+        np.testing.assert_allclose(a, r, rtol=0, atol=2e-6 * scale, err_msg=f"winograd {name} vs torch")
+        np.testing.assert_allclose(a, s, rtol=0, atol=4e-6 * scale, err_msg=f"winograd {name} vs shifted rows")
+
+
+def test_winograd_backward_is_the_adjoint_of_its_forward():
+    """<conv(x, w), g> = <x, dL/dx> = <w, dL/dw> for the three Winograd routines, on maps down
+    to 1x1 outputs (one partial tile) and padding 0-2."""
+    from varlens.ops.kernels import winograd as WG
+    rng = np.random.default_rng(22)
+    for H, W, pt, pl, pb, pr in [(3, 3, 0, 0, 0, 0), (4, 7, 1, 2, 1, 0), (6, 5, 2, 1, 2, 1), (2, 2, 1, 1, 1, 1)]:
+        x = rng.standard_normal((2, 3, H, W))
+        w = rng.standard_normal((4, 3, 3, 3))
+        Ho, Wo = H + pt + pb - 2, W + pl + pr - 2
+        g = rng.standard_normal((2, 4, Ho, Wo))
+        y = WG.conv3x3(x.astype(np.float32), WG.transformed_weight(w), None, pt, pl, Ho, Wo)
+        ref = TF.conv2d(TF.pad(torch.from_numpy(x), (pl, pr, pt, pb)), torch.from_numpy(w)).numpy()
+        np.testing.assert_allclose(y, ref, rtol=0, atol=1e-5)
+        dx = WG.conv3x3(g.astype(np.float32), WG.transformed_weight(WG.flipped_weight(w)), None, 2 - pt, 2 - pl, H, W)
+        dw = WG.conv3x3_weight_grad(x.astype(np.float32), g.astype(np.float32), pt, pl)
+        inner = float((ref * g).sum())
+        assert abs(float((x * dx).sum()) - inner) < 1e-4 * (1 + abs(inner))
+        assert abs(float((w * dw).sum()) - inner) < 1e-4 * (1 + abs(inner))
+
+
+@pytest.mark.parametrize("cfg", _conv2d_cases(16, 3), ids=lambda c: f"k{c['k']}s{c['stride']}p{c['padding']}d{c['dilation']}g{c['groups']}")
+@pytest.mark.parametrize("layout", ["flat", "per_sample_chunked"])
+def test_conv2d_float32_compiled_im2col_matches_numpy_path_and_torch(cfg, layout, monkeypatch):
+    """float32 on the host: the compiled im2col/col2im (ops/kernels/im2col.py) give the NumPy
+    strided-view path's results and PyTorch's (forward, dL/dx, dL/dw), conv and transposed conv."""
+    monkeypatch.setattr(C, "SHIFTED_MAX_WASTE", 0.0)
+    monkeypatch.setattr(C, "PER_SAMPLE_MIN_PIXELS", 10 ** 9 if layout == "flat" else 0)
+    if layout == "per_sample_chunked":
+        monkeypatch.setattr(C, "COLUMN_CHUNK", 1)
+    rng = np.random.default_rng(4)
+    xa = rng.standard_normal((cfg["N"], cfg["cin"], cfg["H"], cfg["W"])).astype(np.float32)
+    wa = rng.standard_normal((cfg["cout"], cfg["cin"] // cfg["groups"]) + cfg["k"]).astype(np.float32)
+    kw = dict(stride=cfg["stride"], padding=cfg["padding"], dilation=cfg["dilation"], groups=cfg["groups"])
+    res = []
+    for compiled in (True, False):
+        if not compiled:
+            monkeypatch.setattr(C, "_numba_on", lambda: None)
+        x, w = vl.tensor(xa, requires_grad=True), vl.tensor(wa, requires_grad=True)
+        out = C.conv2d(x, w, None, **kw)
+        gy = np.random.default_rng(5).standard_normal(tuple(out.shape)).astype(np.float32)
+        out.backward(vl.tensor(gy))
+        wt = vl.tensor(wa, requires_grad=True)  # conv_transpose2d's (in = cout, out = cin) weight
+        outs = [out._data, x.grad._data, w.grad._data]
+        if cfg["groups"] == 1:
+            zt = C.conv_transpose2d(vl.tensor(gy), wt, stride=cfg["stride"], dilation=cfg["dilation"])
+            zt.backward(vl.tensor(np.ones(tuple(zt.shape), np.float32)))
+            outs += [zt._data, wt.grad._data]
+        res.append(outs)
+    tx, tw = torch.from_numpy(xa).requires_grad_(True), torch.from_numpy(wa).requires_grad_(True)
+    tout = TF.conv2d(tx, tw, None, **kw)
+    tout.backward(torch.from_numpy(gy))
+    for name, a, b, r in zip(("out", "dx", "dw"), res[0], res[1], (tout.detach().numpy(), tx.grad.numpy(), tw.grad.numpy())):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * max(1.0, np.abs(b).max()), err_msg=name)
+        np.testing.assert_allclose(a, r, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(r).max()), err_msg=name)
+    for a, b in zip(res[0][3:], res[1][3:]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * max(1.0, np.abs(b).max()))

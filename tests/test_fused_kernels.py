@@ -172,6 +172,18 @@ def test_relu_grad_kernel_numpy_and_torch_agree():
 
 
 @needs_numba
+def test_relu_forward_kernel_numpy_and_torch_agree():
+    x = f32(40, 70)
+    x[0, :5] = 0.0
+    x[1, :3] = (-0.0, np.nan, -np.inf)
+    ref = torch.relu(torch.tensor(x)).numpy()
+    for uk in (True, False):
+        assert np.array_equal(KP.relu(x, use_kernel=uk), ref, equal_nan=True)
+    y = vl.nn.functional.relu(vl.tensor(x))
+    assert np.array_equal(y.numpy(), ref, equal_nan=True)
+
+
+@needs_numba
 def test_tanh_grad_kernel_numpy_and_torch_agree():
     x, g = f32(40, 70, scale=2.0), f32(40, 70)
     xt = torch.tensor(x, requires_grad=True)

@@ -52,6 +52,12 @@ ALLOWED_LOCAL_IMPORTS = {
         "the numba kernels compile on first use (seconds), not at import",
     ("varlens/ops/kernels/recurrent.py", "varlens.ops.kernels.compiled"):
         "the numba kernels compile on first use (seconds), not at import",
+    ("varlens/ops/kernels/pooling.py", "varlens.ops.kernels.pooling_compiled"):
+        "the numba kernels compile on first use (seconds), not at import",
+    ("varlens/ops/kernels/winograd.py", "varlens.ops.kernels.winograd_compiled"):
+        "the numba kernels compile on first use (seconds), not at import",
+    ("varlens/ops/kernels/im2col.py", "varlens.ops.kernels.im2col_compiled"):
+        "the numba kernels compile on first use (seconds), not at import",
 }
 
 # names a file of ops/ may share with another, and why

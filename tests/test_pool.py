@@ -8,7 +8,6 @@ import torch.nn.functional as TF
 
 import varlens as vl
 from varlens.autograd import gradcheck, gradgradcheck
-from varlens.ops.nn import conv as C
 
 from conftest import assert_close, to_torch
 from varlens.ops.nn import pool as _nn_pool_mod
@@ -206,3 +205,70 @@ def test_pooling_has_no_parameters_and_halves_the_map():
 def test_pool_errors(call, match):
     with pytest.raises((ValueError, RuntimeError, NotImplementedError), match=match):
         call(vl.randn(1, 2, 5, 5))
+
+
+# ---- the compiled max pool (float32 host arrays: ops/kernels/pooling.py) against PyTorch and
+# against the NumPy strided-view path it replaces
+def _pool_both_paths(monkeypatch, a, k, **kw):
+    """(values, indices, dL/dx) of max_pool2d on float32 ``a``, compiled and NumPy paths."""
+    res = []
+    for numba_on in (True, False):
+        if not numba_on:
+            monkeypatch.setattr(_nn_pool_mod, "_numba_on", lambda: None)
+        x = vl.tensor(a, requires_grad=True)
+        out, idx = _nn_pool_mod.max_pool2d(x, k, return_indices=True, **kw)
+        assert (out._node.kidx is not None) == numba_on
+        gy = np.random.default_rng(3).standard_normal(tuple(out.shape)).astype(np.float32)
+        out.backward(vl.tensor(gy))
+        res.append((out._data, idx._data, x.grad._data, gy))
+    monkeypatch.undo()
+    return res
+
+
+@pytest.mark.parametrize("c", _pool_cases(16, 5) + [dict(k=(2, 2), s=(2, 2), p=(0, 0), d=(1, 1), H=H, W=W, ceil=cm)
+                                                    for H, W, cm in [(8, 8, False), (7, 9, False), (7, 9, True)]],
+                         ids=lambda c: f"k{c['k']}s{c['s']}p{c['p']}d{c['d']}c{int(c['ceil'])}H{c['H']}W{c['W']}")
+@pytest.mark.parametrize("values", ["random", "ties", "nan"])
+def test_max_pool2d_compiled_float32_matches_torch_and_numpy_path(monkeypatch, c, values):
+    """The compiled kernels give PyTorch's maxima, indices and gradient exactly in float32
+    (ties to the first maximum, NaN windows to their last NaN), and the NumPy path's."""
+    rng = np.random.default_rng(11)
+    shape = (2, 3, c["H"], c["W"])
+    if values == "ties":
+        a = rng.integers(-2, 3, size=shape).astype(np.float32)
+    else:
+        a = rng.standard_normal(shape).astype(np.float32)
+        if values == "nan":
+            a[rng.random(shape) < 0.1] = np.nan
+    kw = dict(stride=c["s"], padding=c["p"], dilation=c["d"], ceil_mode=c["ceil"])
+    (o1, i1, g1, gy), (o0, i0, g0, _) = _pool_both_paths(monkeypatch, a, c["k"], **kw)
+    tx = torch.from_numpy(a.copy()).requires_grad_(True)
+    tout, tidx = TF.max_pool2d(tx, c["k"], return_indices=True, **kw)
+    tout.backward(torch.from_numpy(gy))
+    for o, i in ((o1, i1), (o0, i0)):
+        np.testing.assert_array_equal(o, tout.detach().numpy())
+        np.testing.assert_array_equal(i, tidx.numpy())
+    overlapping = any(ki * di > si for ki, si, di in zip(c["k"], c["s"], c["d"]))
+    if overlapping:  # shared winners add their cotangents, in another order than PyTorch's
+        np.testing.assert_allclose(g1, tx.grad.numpy(), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(g1, g0, rtol=1e-6, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(g1, tx.grad.numpy())
+        np.testing.assert_array_equal(g1, g0)
+
+
+@pytest.mark.parametrize("k,s,p", [(2, 2, 0), (3, 2, 1)])
+def test_max_pool2d_compiled_double_backward_matches_torch(k, s, p):
+    """create_graph through the compiled path: the Tensor cotangent takes the routing rebuilt
+    from the kernel's winner positions."""
+    rng = np.random.default_rng(12)
+    xt = vl.tensor(rng.standard_normal((2, 3, 7, 8)).astype(np.float32), requires_grad=True)
+    out = _nn_pool_mod.max_pool2d(xt, k, stride=s, padding=p)
+    assert out._node.kidx is not None
+    (g,) = vl.autograd.grad(out.pow(2).sum(), [xt], create_graph=True)
+    txt = torch.from_numpy(xt._data.copy()).requires_grad_(True)
+    (tg,) = torch.autograd.grad(TF.max_pool2d(txt, k, stride=s, padding=p).pow(2).sum(), [txt], create_graph=True)
+    np.testing.assert_allclose(g._data, tg.detach().numpy(), rtol=1e-6)
+    g.sum().backward()
+    tg.sum().backward()
+    np.testing.assert_allclose(xt.grad._data, txt.grad.numpy(), rtol=1e-6)

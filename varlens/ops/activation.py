@@ -20,9 +20,14 @@ class ReLU(Function):
     seed 003 §1.6.4 takes 1 there, see docs/conventions.md)."""
 
     def forward(self, x):
-        # against a cached array of zeros: NumPy's maximum with a scalar is not vectorised
         xp = self.xp
-        y = xp.maximum(x, B.zeros_cached(x.shape, x.dtype)) if x.size >= 256 and xp is _np else xp.maximum(x, 0)
+        if x.__class__ is _np.ndarray and x.size >= 256:
+            if _KP.usable(x):  # float32: one compiled pass (1.5x np.maximum's speed at 1M elements)
+                y = _KP.relu(x, True)
+            else:  # against a cached array of zeros: NumPy's maximum with a scalar is not vectorised
+                y = xp.maximum(x, B.zeros_cached(x.shape, x.dtype))
+        else:
+            y = xp.maximum(x, 0)
         self.save_for_backward(y)
         return y
 
@@ -78,15 +83,16 @@ class GELU(Function):
         xp = self.xp
         if approximate == "tanh":
             if x.__class__ is _np.ndarray and x.ndim and _KP.usable(x):
-                self.t = None           # one compiled pass; the backward recomputes tanh u
-                return _KP.gelu_tanh(x, True)
+                return _KP.gelu_tanh(x, True)   # one compiled pass; the backward recomputes tanh u
             c = _SQRT_2_OVER_PI
             u = xp.asarray(x * x)       # an array even for 0-d x (NumPy gives a scalar)
             u *= c * 0.044715
             u += c
             u *= x                      # u = sqrt(2/pi) (x + 0.044715 x^3)
             t = xp.tanh(u, out=u)
-            self.t = t                  # reused by the array-mode backward
+            # reused by the array-mode backward; saved (not an attribute) so the engine frees it
+            # once that has run
+            self.save_for_backward(x, t)
             y = t + 1
             y *= x
             y *= 0.5
@@ -96,16 +102,17 @@ class GELU(Function):
         return (0.5 * x * (1 + _erf_array(x / math.sqrt(2.0)))).astype(x.dtype, copy=False)
 
     def backward(self, g):
+        """g times the derivative in the class docstring (exact or tanh form)."""
         x = self.saved[0]
         if self.approximate == "tanh":
             if hasattr(g, "_data") or x.ndim == 0:  # recorded (create_graph), or a 0-d input
                 t = D.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
                 return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x))
-            if self.t is None:          # the forward ran compiled: so does this, in one pass
+            if len(self.saved) == 1:    # the forward ran compiled: so does this, in one pass
                 return _KP.gelu_tanh_grad(g, x)
             # array mode: the same formula in place, two temporaries instead of a dozen
             xp = self.xp
-            t, c = self.t, _SQRT_2_OVER_PI
+            t, c = self.saved[1], _SQRT_2_OVER_PI
             u = x * x
             u *= 3 * 0.044715 * c
             u += c
@@ -131,21 +138,22 @@ class SiLU(Function):
 
     def forward(self, x):
         s = D._sigmoid_array(x)
-        self.s = s                      # reused by the array-mode backward
         y = x * s
-        self.save_for_backward(x, y)
+        # s is reused by the array-mode backward; saved (not an attribute) so the engine frees it
+        # once that has run
+        self.save_for_backward(x, y, s)
         return y
 
     def backward(self, g):
         """Product rule on x s(x) with s' = s (1 - s) (seed 003 §1.4.2): s + x s (1 - s)."""
-        x, y = self.saved
+        x, y, s = self.saved
         if hasattr(g, "_data"):  # recorded (create_graph): recompute s from x
             s = D.sigmoid(x)
             return g * s * (1 + x * (1 - s))
         # array mode, in place on one buffer: x (1 - s) = x - y, so s (1 + x (1 - s)) = s (1 + x - y)
         d = x - y
         d += 1
-        d *= self.s
+        d *= s
         d *= g
         return d
 

@@ -8,6 +8,7 @@ import math
 import numba as nb
 import numpy as np
 from llvmlite import ir
+import numba.experimental.function_type  # noqa: F401  (function pointers as kernel arguments)
 from numba.core import types
 from numba.extending import intrinsic
 
@@ -295,7 +296,14 @@ def ln_bwd(g, x, w, mean, rstd, gx, gw, gb):
 
 
 
-# ---- pointwise.py: ReLU's backward
+# ---- pointwise.py: ReLU forward and backward
+@k
+def relu_fwd(x, out):
+    for i in range(x.size):
+        v = x[i]
+        out[i] = ZERO if v <= ZERO else v  # NaN stays NaN
+
+
 @k
 def relu_bwd(g, y, out):
     for i in range(y.size):
@@ -404,6 +412,48 @@ def lstm_bwd_step(act, tc, cs, cp, dh_all, dhrow, hw, dc, da, t):
             da[t, 2 * H + r, b] = dct * i * (ONE - g * g)
             da[t, 3 * H + r, b] = dh * th * (o * (ONE - o))
             dc[r, b] = dct * f
+
+
+# The LSTM layer's time loops with the step's GEMM called through a function pointer
+# (``gb`` for the row blocks, ``gr`` for left-over rows: recurrent.py's compiled packed GEMM,
+# ``void(wp, x, ldx, c, ldc, M, K)`` on addresses), so a layer call makes one call from Python
+# instead of two per step.  ``wp`` holds the packed weights (M rows, mb of them in blocks).
+@kl
+def lstm_fwd_loop(gb, gr, wp, M, mb, K, act, cs, tc, xh, T, reverse, i0):
+    """The forward steps of the layer (order reversed when ``reverse``): act[t] = W [x; h; 1]
+    for step t, then ``lstm_fwd_step``."""
+    B = act.shape[2]
+    rd = 1 if reverse else 0
+    ldx = (T + 1) * B
+    xa = np.int64(xh.ctypes.data)
+    aa = np.int64(act.ctypes.data)
+    for s in range(T):
+        t = T - 1 - s if reverse else s
+        xb = xa + (t + rd) * B * 4
+        cb = aa + t * M * B * 4
+        if mb > 0:
+            gb(wp, xb, ldx, cb, B, mb, K)
+        if mb < M:
+            gr(wp + mb * K * 4, xb, ldx, cb + mb * B * 4, B, M - mb, K)
+        lstm_fwd_step(act, cs, tc, xh, t, t + rd, t + 1 - rd, i0, t + 1 - rd)
+
+
+@kl
+def lstm_bwd_loop(gb, gr, wp, M, mb, K, act, tc, cs, dh_all, hw, dc, da, T, reverse):
+    """The backward steps (in the opposite order of the forward's): ``lstm_bwd_step``, then
+    hw = W_hh^T da[t] (M = H rows, K = 4H)."""
+    B = tc.shape[2]
+    rd = 1 if reverse else 0
+    ha = np.int64(hw.ctypes.data)
+    dA = np.int64(da.ctypes.data)
+    for s in range(T):
+        t = s if reverse else T - 1 - s
+        lstm_bwd_step(act, tc, cs, t + rd, dh_all, t + 1 - rd, hw, dc, da, t)
+        xb = dA + t * K * B * 4
+        if mb > 0:
+            gb(wp, xb, B, ha, B, mb, K)
+        if mb < M:
+            gr(wp + mb * K * 4, xb, B, ha + mb * B * 4, B, M - mb, K)
 
 
 # ---- optim.py: Adam / AdamW and heavy-ball SGD.  No contraction into FMAs either: each

@@ -12,7 +12,7 @@ float32 ``erf32``/``exp_nonpos`` of the package; NumPy with SciPy's erf otherwis
 ``gelu_tanh(x)`` and ``gelu_tanh_grad(g, x)``: the tanh-approximate GELU and its derivative
 (t = tanh u recomputed in the backward rather than kept), one compiled pass each.
 
-``relu_grad(g, y)``: g where y > 0, else 0, and ``tanh_grad(g, y)``: g (1 - y^2) for
+``relu(x)``: max(x, 0); ``relu_grad(g, y)``: g where y > 0, else 0; and ``tanh_grad(g, y)``: g (1 - y^2) for
 y = tanh x, each in one pass.
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ def _kernels():
     if _K:
         return _K
     from varlens.ops.kernels import compiled as c
-    _K.update(cube=c.cube, cube_grad=c.cube_grad, gelu_fwd=c.gelu_fwd, gelu_bwd=c.gelu_bwd, relu_bwd=c.relu_bwd,
+    _K.update(cube=c.cube, cube_grad=c.cube_grad, gelu_fwd=c.gelu_fwd, gelu_bwd=c.gelu_bwd, relu_bwd=c.relu_bwd, relu_fwd=c.relu_fwd,
                   tanh_bwd=c.tanh_bwd, gelu_tanh_fwd=c.gelu_tanh_fwd, gelu_tanh_bwd=c.gelu_tanh_bwd)
     return _K
 
@@ -165,6 +165,15 @@ def gelu_tanh_grad(g, x, use_kernel=None):
     d += t
     d *= g
     return d.astype(np.result_type(g, x), copy=False)
+
+
+def relu(x, use_kernel=None):
+    """max(x, 0) (NaN stays NaN) in one compiled pass for float32; NumPy's maximum otherwise."""
+    if use_kernel if use_kernel is not None else usable(x):
+        out = np.empty_like(x)
+        _kernels()["relu_fwd"](x.reshape(-1), out.reshape(-1))
+        return out
+    return np.maximum(x, 0)
 
 
 def relu_grad(g, y, use_kernel=None):

@@ -27,6 +27,10 @@ columns between output rows, which are dropped (forward) or given a zero gradien
 
 Pooling loops over the kh*kw window offsets in the same way.
 
+On the host in float32 (numba on): 3x3 stride-1 layers with enough channels run Winograd's
+F(2x2, 3x3) (ops/kernels/winograd.py, WINOGRAD_MIN_CHANNELS), and im2col/col2im are compiled
+loops (ops/kernels/im2col.py); float64 and the device keep the NumPy code below.
+
 On the CUDA device (CuPy, or the simulated library) the same im2col path runs with the
 device's namespace: the receptive fields are one ``as_strided`` view copied into the
 columns, the layer is one (batched) GEMM and col2im is kh*kw strided slice-adds.  The
@@ -42,6 +46,9 @@ from varlens.core.function import Function
 from varlens.core.array import xp
 from varlens.core import primitives as D
 from varlens.ops.linalg import matmul
+from varlens.ops.kernels import numba_module as _numba_on
+from varlens.ops.kernels import winograd as _WINO
+from varlens.ops.kernels import im2col as _KCOL
 from varlens.ops.shape import cat, permute, reshape, squeeze, transpose, unsqueeze
 
 _as_strided = xp.lib.stride_tricks.as_strided
@@ -102,6 +109,8 @@ def _im2col(xp, xp_, kh, kw, sh, sw, dh, dw, Ho, Wo, per_sample=False):
     when per_sample -- is materialised: the im2col matrix with C*kh*kw rows and
     N*Ho*Wo columns (per_sample: N matrices of Ho*Wo columns each).
     """
+    if xp is _as_strided_host_ns and xp_.dtype == xp.float32 and _numba_on():
+        return _KCOL.im2col(xp_, kh, kw, sh, sw, dh, dw, Ho, Wo, per_sample)
     N, C = xp_.shape[:2]
     sN, sC, sH, sW = xp_.strides
     if per_sample:
@@ -121,6 +130,8 @@ def _col2im(xp, gcol, shape, kh, kw, sh, sw, dh, dw, per_sample=False, out=None)
     """
     if out is None:
         out = xp.zeros(shape, dtype=gcol.dtype)
+    if xp is _as_strided_host_ns and gcol.dtype == out.dtype == xp.float32 and _numba_on():
+        return _KCOL.col2im(gcol, kh, kw, sh, sw, dh, dw, out, per_sample)
     Ho, Wo = gcol.shape[4], gcol.shape[5]
     for i in range(kh):
         si = _window(i, dh, sh, Ho)
@@ -213,6 +224,16 @@ def _pad_t(x, pads):
     return D.index_scatter(x, key, (N, C, H + pt + pb, W + pl + pr))
 
 
+# Winograd (3x3, stride 1, float32 on the host) is used when both channel counts reach this:
+# its 16 products have the channel counts for their inner dimension and rows, and
+# thinner ones run far below BLAS's peak (measured with benchmarks/bench_conv.py).
+WINOGRAD_MIN_CHANNELS = 8
+
+
+def _winograd_pays(C, O, pixels):
+    return C >= WINOGRAD_MIN_CHANNELS and O >= WINOGRAD_MIN_CHANNELS and pixels >= 25
+
+
 # ----------------------------------------------------------------------------- convolution
 class Conv2dFn(Function):
     """2-D cross-correlation with stride, asymmetric zero padding, dilation and groups.
@@ -244,10 +265,21 @@ class Conv2dFn(Function):
                 f"conv2d: the input of spatial size ({H}, {W}) with padding {pads} is smaller than the "
                 f"(dilated) kernel ({dh * (kh - 1) + 1}, {dw * (kw - 1) + 1}); the output would be "
                 f"({Ho}, {Wo})")
-        xpd = _pad(xp, x, pads)
         self.w = w
-        self.geom = (x.shape, xpd.shape, stride, pads, dilation, groups, Ho, Wo)
         host = xp is _as_strided_host_ns   # the shifted-rows and per-sample layouts are CPU-only
+        self.wino = False
+        if (host and kh == 3 and kw == 3 and stride == (1, 1) and dilation == (1, 1) and groups == 1
+                and _winograd_pays(C, O, Ho * Wo) and max(pads[0], pads[2]) <= 2
+                and x.dtype == w.dtype == xp.float32 and (b is None or b.dtype == xp.float32)
+                and _numba_on()):
+            # 3x3 stride 1: Winograd F(2x2, 3x3), 2.25x fewer multiplications (ops/kernels/winograd.py)
+            self.wino = self.shifted = True
+            self.x = x = xp.ascontiguousarray(x)
+            self.geom = (x.shape, (N, C, H + pads[0] + pads[1], W + pads[2] + pads[3]), stride, pads,
+                         dilation, groups, Ho, Wo)
+            return _WINO.conv3x3(x, _WINO.transformed_weight(w), b, pads[0], pads[2], Ho, Wo)
+        xpd = _pad(xp, x, pads)
+        self.geom = (x.shape, xpd.shape, stride, pads, dilation, groups, Ho, Wo)
         self.shifted = shifted = (host and sh == 1 and sw == 1 and groups == 1
                                   and xpd.shape[3] <= SHIFTED_MAX_WASTE * Wo)
         if shifted:
@@ -324,7 +356,26 @@ class Conv2dFn(Function):
         self.xpd = xpd  # the columns are rebuilt in backward: a copy of long runs, cheap
         return out
 
-    def _shifted_backward(self, g):
+    def _winograd_backward(self, g):
+        """Backward of the Winograd path (seed 003 §5.2.2): dL/dx is the full correlation of g
+        with the flipped kernel, by Winograd as forward with padding 2 - pt
+        (dx[y, x] = sum_{o,i,j} w[o, c, i, j] g[o, y + pt - i, x + pl - j]); dL/dW is the
+        adjoint of the Winograd forward in the weight (ops/kernels/winograd.py); dL/db = sum g."""
+        (N, C, H, W), _, _, (pt, pb, pl, pr), _, _, Ho, Wo = self.geom
+        n = self.next
+        gx = gw = gb = None
+        if n[0] is not None:
+            g = _as_strided_host_ns.ascontiguousarray(g, dtype=_as_strided_host_ns.float32)
+            U = _WINO.transformed_weight(_WINO.flipped_weight(self.w))
+            gx = _WINO.conv3x3(g, U, None, 2 - pt, 2 - pl, H, W)
+        if n[1] is not None:
+            g = _as_strided_host_ns.ascontiguousarray(g, dtype=_as_strided_host_ns.float32)
+            gw = _WINO.conv3x3_weight_grad(self.x, g, pt, pl)
+        if n[2] is not None:
+            gb = g.sum(axis=(0, 2, 3))
+        return gx, gw, gb
+
+    def _shifted_backward(self, g, need_x=None):
         """Backward of the shifted-rows layout (seed 003 §5.2.2), a chunk of images at a time.
 
         dL/dx is the full correlation of g with the kernel,
@@ -347,7 +398,7 @@ class Conv2dFn(Function):
         LT = Ho * Wp + sj               # positions of each i-partial sum T_i
         Lg = LT + sj                    # g row: sj zeros, Ho*Wp of g (wrapped cols 0), sj zeros
         n = self.next
-        need_x, need_w = n[0] is not None, n[1] is not None
+        need_x, need_w = (n[0] is not None) if need_x is None else need_x, n[1] is not None
         gx = gw = gb = None
         need_b = n[2] is not None
         if need_b and not need_w:
@@ -439,7 +490,7 @@ class Conv2dFn(Function):
 
     def backward(self, g):
         if self.shifted:
-            return self._shifted_backward(g)
+            return self._winograd_backward(g) if self.wino else self._shifted_backward(g)
         xp = self.xp
         (N, C, H, W), pshape, (sh, sw), pads, (dh, dw), groups, Ho, Wo = self.geom
         w = self.w

@@ -16,6 +16,8 @@ from varlens.core.array import xp
 from varlens.core import array as B
 from varlens.core.tensor import Tensor
 from varlens.ops.pointwise import torch_dtype_name
+from varlens.ops.kernels import pooling as _KPOOL
+from varlens.ops.kernels import numba_module as _numba_on
 
 
 _host = xp   # the host array library (NumPy); ops compute with their inputs' library, self.xp
@@ -110,7 +112,9 @@ class MaxPool2dFn(Function):
     overlapping windows share a winner.  It is linear in g with constant routing,
     so the same code, run on Tensors, is its own second derivative.
 
-    Windows that tile the input (kernel == stride, no padding or dilation: the usual
+    float32 host arrays run ops/kernels/pooling.py's compiled passes (winners kept as flat
+    positions; a Tensor cotangent, for second derivatives, rebuilds the routing from them).
+    Otherwise, windows that tile the input (kernel == stride, no padding or dilation: the usual
     2x2 pool) take a fast path: forward is only the max; backward finds the first
     winner of every window with one comparison per window offset and writes
     g * winner straight into each offset's strided slice of dL/dx (no zero fill, no adds).
@@ -121,7 +125,16 @@ class MaxPool2dFn(Function):
         xp = self.xp
         kh, kw = kernel_size
         Ho, Wo, pads = _pool_geometry(x, kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d")
-        self.idx = None
+        self.idx = self.kidx = None
+        if x.__class__ is _host.ndarray and x.dtype == _host.float32 and _numba_on():
+            # one compiled pass: the maxima and each winner's flat position (ops/kernels/pooling.py)
+            x = _host.ascontiguousarray(x)
+            N, C, H, W = x.shape
+            self.geom = (x.shape, (N, C, H + pads[0] + pads[1], W + pads[2] + pads[3]), kernel_size, stride,
+                         dilation, pads, Ho, Wo)
+            self.tiled = False
+            m, self.kidx = _KPOOL.max_pool2d(x, kernel_size, stride, pads, dilation, Ho, Wo)
+            return m
         if kernel_size == stride and dilation == (1, 1) and pads == (0, 0, 0, 0):
             self.geom = (x.shape, x.shape, kernel_size, stride, dilation, pads, Ho, Wo)
             self.tiled = True
@@ -154,7 +167,15 @@ class MaxPool2dFn(Function):
         return [xv[:, :, :, i, :, j] for i in range(kh) for j in range(kw)]
 
     def _routing(self):
-        """self.idx (first winner's window offset), computed now for the tiled path."""
+        """self.idx (first winner's window offset), computed now for the tiled path and from
+        the compiled path's flat winner positions."""
+        if self.idx is None and self.kidx is not None:
+            in_shape, _, (kh, kw), (sh, sw), (dh, dw), (pt, _, pl, _), Ho, Wo = self.geom
+            W = in_shape[3]
+            yy, xx = _host.divmod(self.kidx, W)
+            i = (yy - (_host.arange(Ho) * sh - pt).reshape(Ho, 1)) // dh
+            j = (xx - (_host.arange(Wo) * sw - pl).reshape(1, Wo)) // dw
+            self.idx = (i * kw + j).astype(_host.int8 if kh * kw <= 127 else _host.int16)
         if self.idx is None:
             x, m = (a._data if _is_tensor(a) else a for a in self.saved)
             self.idx = _first_max_index(self.xp, self._tiled_views(x), m, x.dtype.kind == "f")
@@ -163,6 +184,8 @@ class MaxPool2dFn(Function):
     def backward(self, g):
         xp = self.xp
         in_shape, pshape, (kh, kw), stride, dilation, pads, Ho, Wo = self.geom
+        if self.kidx is not None and g.__class__ is _host.ndarray:
+            return _KPOOL.max_pool2d_grad(g, self.kidx, in_shape, (kh, kw), stride, pads, dilation)
         if self.tiled and xp is _host and not _is_tensor(g):
             x, m = self.saved
             vs = self._tiled_views(x)
@@ -188,6 +211,8 @@ class MaxPool2dFn(Function):
         xp = self.xp
         in_shape, _, (kh, kw), stride, dilation, pads, Ho, Wo = self.geom
         W = in_shape[3]
+        if self.kidx is not None:
+            return self.kidx.astype(xp.int64)
         idx = self._routing()
         oy = xp.arange(Ho).reshape(Ho, 1) * stride[0] - pads[0]
         ox = xp.arange(Wo).reshape(1, Wo) * stride[1] - pads[2]

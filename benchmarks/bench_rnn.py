@@ -54,17 +54,18 @@ NOTES = (
     "biases folded in as a column of W and the sigmoid rows pre-halved so that a single tanh "
     "call activates all four gates in place; the backward has one GEMM per step "
     "(W_hh^T dA_t) and one GEMM after the loop for dW_ih, dW_hh and both biases together "
-    "(plus one for dx when the input needs it). Its work buffers come from a small pool, so "
+    "(plus one for dx when the input needs it). The per-step GEMMs are a compiled kernel "
+    "(varlens/ops/kernels/recurrent.py, for batches of 16 to 64 in steps of 16) on weights "
+    "packed once per call, where NumPy's OpenBLAS re-packs them on every call; the GEMMs after "
+    "the loop are NumPy's. Its work buffers come from a small pool, so "
     "steady-state training touches no fresh pages (in a process without PyTorch loaded this "
     "alone took the LSTM step from about 1,500 page faults to none). The 'GEMMs alone' "
-    "column replays exactly the op's GEMMs on arrays of the same shapes: it is the floor for "
-    "this design with NumPy's BLAS, and with the AVX2 (Haswell) kernels it is close to "
-    "PyTorch's whole step, so the >= 1 target is out of reach there whatever is done around "
-    "the GEMMs; PyTorch's CPU LSTM runs oneDNN's fused AVX-512 LSTM kernel (with oneDNN "
+    "column replays exactly the op's GEMMs (the same kernels) on arrays of the same shapes: it "
+    "is the floor for this design; PyTorch's CPU LSTM runs oneDNN's fused AVX-512 LSTM kernel (with oneDNN "
     "switched off it falls back to per-step autograd ops: the 'info' row). The remainder "
-    "(forward minus its GEMMs, backward minus its GEMMs, rest of the step) is NumPy "
-    "elementwise passes on (H, B) blocks, about 8 calls per step each way, the derivative "
-    "factors for all steps, and the loss/slicing/optimizer ops of the step. GRU: pooled "
+    "(forward minus its GEMMs, backward minus its GEMMs, rest of the step) is the compiled "
+    "gate/cell pass of each step each way, the layout copies around the loop (input, output, "
+    "cotangents), and the loss/slicing/optimizer ops of the step. GRU: pooled "
     "buffers, otherwise unchanged (input GEMM for all steps, one small GEMM per step).")
 T, B, I, H = 50, 32, 128, 128
 
@@ -190,18 +191,30 @@ def lstm_profile(rounds, seconds):
         return out
     rng = np.random.default_rng(1)
     K = I + H + 1
-    W = rng.standard_normal((4 * H, K)).astype(np.float32)
-    XH = rng.standard_normal((K, T + 1, B)).astype(np.float32)
-    act = np.empty((T, 4 * H, B), np.float32)
-    dA = rng.standard_normal((4 * H, T, B)).astype(np.float32)
+    ws, f4 = {}, np.dtype(np.float32)            # buffers allocated as the op's (R._buf: huge pages)
+    W = R._buf(ws, "W", (4 * H, K), f4, np)
+    XH = R._buf(ws, "XH", (K, T + 1, B), f4, np)
+    act = R._buf(ws, "ACT", (T, 4 * H, B), f4, np)
+    dA = R._buf(ws, "dA", (4 * H, T, B), f4, np)
+    R._buf(ws, "Wp", (4 * H * K,), f4, np), R._buf(ws, "WhTp", (H * 4 * H,), f4, np)
+    W[...], XH[...], dA[...] = (rng.standard_normal(a.shape) for a in (W, XH, dA))
     whT = np.ascontiguousarray(W[:, I:I + H].T)
     hw = np.empty((H, B), np.float32)
+    sg = R.step_gemm(B)                          # the op's compiled per-step GEMM, if it applies
 
     def gemms():
-        for t in range(T):
-            np.matmul(W, XH[:, t], out=act[t])       # forward: one GEMM per step over [x; h; 1]
-        for t in range(T):
-            np.matmul(whT, dA[:, t], out=hw)         # backward: dh_prev = W_hh^T dA_t
+        if sg is None:
+            for t in range(T):
+                np.matmul(W, XH[:, t], out=act[t])   # forward: one GEMM per step over [x; h; 1]
+            for t in range(T):
+                np.matmul(whT, dA[:, t], out=hw)     # backward: dh_prev = W_hh^T dA_t
+        else:                                        # the same with W packed once per call
+            p = sg.pack(W, False, 4 * H, B, K, ws, "Wp")
+            for t in range(T):
+                sg.compute(p, XH[:, t].ctypes.data, (T + 1) * B, act[t].ctypes.data, B)
+            p = sg.pack(whT, False, H, B, 4 * H, ws, "WhTp")
+            for t in range(T):
+                sg.compute(p, dA[:, t].ctypes.data, T * B, hw.ctypes.data, B)
         dA.reshape(4 * H, T * B) @ XH[:, :T].reshape(K, T * B).T   # [dW_ih | dW_hh | db]
     best = None
     cls.forward, cls.backward = tf, tb

@@ -1,11 +1,14 @@
 """The compiled LSTM time steps (varlens/ops/kernels/recurrent.py) against the layer op's NumPy
-code and PyTorch's nn.LSTM, float32; and their scalar sigmoid / tanh against NumPy."""
+code and PyTorch's nn.LSTM, float32; their scalar sigmoid / tanh against NumPy; and the compiled
+packed GEMM of the per-step products (``CompiledPackedGemm``) against NumPy and the op with it
+against the op on NumPy's BLAS."""
 import numpy as np
 import pytest
 import torch
 
 import varlens as vl
 from varlens.ops.kernels import helpers, numba_module
+from varlens.ops.kernels import recurrent as RK
 from varlens.ops.nn import rnn as R
 
 needs_numba = pytest.mark.skipif(numba_module() is None, reason="numba is not installed or VARLENS_NO_NUMBA is set")
@@ -16,11 +19,14 @@ def f32(*shape, scale=1.0):
     return (RNG.standard_normal(shape) * scale).astype(np.float32)
 
 
-def _layer(args, reverse, G, use_kernel, monkeypatch):
-    """Forward and backward of the fused layer on plain arrays; returns (Z, grads, kernel used)."""
+def _layer(args, reverse, G, use_kernel, monkeypatch, gemm="asis"):
+    """Forward and backward of the fused layer on plain arrays; returns (Z, grads, kernel used).
+    ``gemm``: the per-step GEMM ``step_gemm`` hands the op ("asis": the op's own choice)."""
     with monkeypatch.context() as m:
         if not use_kernel:
             m.setattr(R, "lstm_step_kernels", lambda *a: None)
+        if gemm != "asis":
+            m.setattr(R, "step_gemm", lambda n: gemm)
         node = R.LSTMLayerFunction.__new__(R.LSTMLayerFunction)
         node.next = [1] * 7
         Z = node.forward(*args, reverse=reverse).copy()
@@ -110,3 +116,42 @@ def test_scalar_sigmoid_and_tanh_against_numpy():
     assert np.all(np.abs(s[big] - ref_s[big]) <= 4e-7 * ref_s[big])
     assert t[-3] == 1 and t[-2] == -1 and np.isnan(t[-1])
     assert s[-3] == 1 and s[-2] == 0 and np.isnan(s[-1])
+
+
+@needs_numba
+@pytest.mark.parametrize("n", [16, 32, 48, 64])
+@pytest.mark.parametrize("m,k", [(16, 9), (37, 20), (3, 5)])   # blocks and left-over rows; rows only
+def test_kernel_matches_numpy(n, m, k):
+    g = RK.CompiledPackedGemm()
+    assert g.supports(n)
+    W, Wt = f32(m, k), f32(k, m)
+    X = f32(k, 3, n)                      # the product reads X[:, 1] (row stride 3n), like a step
+    C = np.full((m, n + 5), np.nan, np.float32)
+    for w, trans in ((W, False), (Wt, True)):
+        p = g.pack(w, trans, m, n, k, {}, "w")
+        g.compute(p, X[:, 1].ctypes.data, 3 * n, C.ctypes.data, n + 5)
+        ref = (w.T if trans else w).astype(np.float64) @ X[:, 1].astype(np.float64)
+        np.testing.assert_allclose(C[:, :n], ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+        assert np.isnan(C[:, n:]).all()   # nothing written past the n columns
+
+
+def test_kernel_applies_to_batches_of_16_to_64_only():
+    sup = RK.CompiledPackedGemm.supports
+    assert not any(sup(n) for n in (1, 8, 20, 33, 80, 128))
+    assert RK.step_gemm(20) is None
+
+
+@needs_numba
+@pytest.mark.parametrize("reverse", [False, True])
+def test_layer_with_packed_gemm_matches_blas_path(reverse, monkeypatch):
+    T, B, I, H = 6, 16, 7, 5            # 4H = 20 rows: a block of 16 and 4 left over; H = 5: rows only
+    args = (f32(T, B, I), f32(B, H), f32(B, H), f32(4 * H, I) * 0.7, f32(4 * H, H) * 0.7, f32(4 * H), f32(4 * H))
+    G = f32(T + 2, B, H)
+    g = RK.step_gemm(B)
+    assert isinstance(g, RK.CompiledPackedGemm)
+    Zp, gp, used = _layer(args, reverse, G, True, monkeypatch, gemm=g)
+    Zb, gb, _ = _layer(args, reverse, G, True, monkeypatch, gemm=None)
+    assert used
+    np.testing.assert_allclose(Zp, Zb, rtol=1e-5, atol=2e-6)
+    for a, b in zip(gp, gb):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(b).max())))

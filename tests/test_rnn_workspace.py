@@ -190,3 +190,42 @@ def test_gru_pooled_buffers_retain_graph_and_interleaving():
             assert_close(got, want, rtol=1e-9, atol=1e-11, what=f"GRU grads, scale {scale}")
     for g1, t_ in zip(first, [a[0]] + a[1]):
         np.testing.assert_array_equal(g1, t_.grad.numpy())
+
+
+def test_large_buffers_are_carved_from_huge_page_chunks(monkeypatch):
+    """Buffers from _HUGE_MIN bytes share 64-byte-aligned, non-overlapping pieces of one chunk
+    until it is full; smaller ones are plain arrays; the op's results do not depend on it."""
+    monkeypatch.setattr(R, "_HUGE_MIN", 1024)
+    monkeypatch.setattr(R, "_HUGE_CHUNK", 8192)
+    ws = {}
+    a = R._buf(ws, "a", (300,), np.dtype(np.float32), np)        # 1200 bytes -> 1216 in the chunk
+    b = R._buf(ws, "b", (10, 70), np.dtype(np.float64), np)      # 5600 bytes
+    c = R._buf(ws, "c", (100,), np.dtype(np.float32), np)        # small: its own array
+    d = R._buf(ws, "d", (400,), np.dtype(np.float32), np)        # does not fit: a new chunk
+    assert R._buf(ws, "a", (300,), np.dtype(np.float32), np) is a
+    chunk = ws["_chunk"]
+    assert a.base is not None and b.base is not None and c.base is None
+    assert a.ctypes.data % 64 == 0 and b.ctypes.data % 64 == 0
+    assert b.ctypes.data - a.ctypes.data == 1216 and not np.shares_memory(a, b)
+    assert np.shares_memory(d, chunk) and not np.shares_memory(a, chunk)
+    import mmap
+    if hasattr(mmap, "MADV_HUGEPAGE"):      # Linux: chunks start on a 2 MiB (huge page) boundary
+        assert chunk.ctypes.data % (2 << 20) == 0 and a.ctypes.data % (2 << 20) == 0
+    assert b.shape == (10, 70) and b.dtype == np.float64 and b.flags.c_contiguous
+    a[:] = 1.0
+    b[:] = 2.0
+    d[:] = 3.0
+    assert (a == 1.0).all() and (b == 2.0).all()
+    x, h0, c0, ps = _setup()
+    wy, wh, wc = _weights()
+    R.clear_workspace_pool()
+    xs, pv, y, loss = _vl_run(x, h0, c0, ps, wy, wh, wc)
+    loss.backward()
+    monkeypatch.setattr(R, "_HUGE_MIN", 1 << 60)
+    R.clear_workspace_pool()
+    xs2, pv2, y2, loss2 = _vl_run(x, h0, c0, ps, wy, wh, wc)
+    loss2.backward()
+    np.testing.assert_array_equal(y.detach().numpy(), y2.detach().numpy())
+    for u, v in zip(xs + pv, xs2 + pv2):
+        np.testing.assert_array_equal(u.grad.numpy(), v.grad.numpy())
+    R.clear_workspace_pool()

@@ -82,6 +82,47 @@ def test_sdpa_dropout_is_inverted_and_differentiable():
     assert out.shape == (2, 4, 3)
 
 
+@pytest.mark.parametrize("dtype", [vl.float32, vl.float64])
+def test_sdpa_dropout_keeps_a_boolean_mask_and_matches_torch_with_that_mask(dtype):
+    """With dropout the node keeps the keep-mask as booleans (1 byte an entry) and no P' beside P;
+    forward and gradients equal PyTorch's maths with the same mask: softmax(q k^T / sqrt(E)) * keep
+    / (1 - p) @ v, in the input's dtype."""
+    L, S, E, p = 5, 6, 4, 0.3
+    g = np.random.default_rng(5)
+    q, k, v = (vl.tensor(g.standard_normal((2, 3, n, E)), dtype=dtype, requires_grad=True) for n in (L, S, S))
+    out = sdpa(q, k, v, dropout_p=p, generator=vl.Generator().manual_seed(7))
+    saved = out.grad_fn.saved
+    keep = saved[4]
+    assert keep.dtype == bool and keep.shape == (2, 3, L, S)
+    assert 0 < keep.sum() < keep.size
+    big = [a for a in saved if a is not None and getattr(a, "shape", ())[-2:] == (L, S) and a.dtype != bool]
+    assert len(big) == 1, "only P itself is kept at (L, S) size in floats"
+    w = g.standard_normal(out.shape)
+    (out * vl.tensor(w, dtype=dtype)).sum().backward()
+    tq, tk, tv = (to_torch(t) for t in (q, k, v))
+    tp = torch.softmax(tq @ tk.transpose(-1, -2) / math.sqrt(E), -1) * torch.from_numpy(keep) / (1 - p)
+    tout = tp @ tv
+    (tout * torch.from_numpy(w).to(tout.dtype)).sum().backward()
+    tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == vl.float32 else {}
+    assert out.dtype == dtype and q.grad.dtype == dtype and v.grad.dtype == dtype
+    assert_close(out, tout, what="forward", **tol)
+    for a, b, n in ((q, tq, "dq"), (k, tk, "dk"), (v, tv, "dv")):
+        assert_close(a.grad, b.grad, what=n, **tol)
+
+
+def test_sdpa_dropout_second_order_route_matches_first_order():
+    """create_graph=True goes through the composite (the mask as numbers): the same gradients."""
+    q, k, v = _qkv(4, 4, 3, 3, batch=(2,))
+    first = vl.autograd.grad(sdpa(q, k, v, dropout_p=0.4, generator=vl.Generator().manual_seed(2)).sum(),
+                             (q, k, v))
+    second = vl.autograd.grad(sdpa(q, k, v, dropout_p=0.4, generator=vl.Generator().manual_seed(2)).sum(),
+                              (q, k, v), create_graph=True)
+    for a, b in zip(first, second):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-12, atol=1e-12)
+    gradgradcheck(lambda a, b, c: sdpa(a, b, c, dropout_p=0.4, generator=vl.Generator().manual_seed(2)),
+                  (q, k, v))
+
+
 def test_unit_variance_logits_with_scale():
     """Seed 000 / 002: q.k has variance d; scaled by 1/sqrt(d) it is ~1."""
     d = 256

@@ -128,6 +128,32 @@ def test_cross_entropy_gradient_is_p_minus_y():
     assert val == pytest.approx(direct, rel=1e-12)
 
 
+@pytest.mark.parametrize("kind", ["float32", "float64", "smoothing", "probs"])
+def test_cross_entropy_frees_its_softmax_rows_after_backward(kind):
+    """The node keeps softmax(z) as a saved value, not an attribute, so the engine drops it once
+    the loss's backward has run (it is as large as the logits); retain_graph=True keeps it, and
+    a second backward gives the same gradient again."""
+    import gc
+    import weakref
+
+    dt = vl.float32 if kind == "float32" else D64
+    z = vl.tensor(np.random.default_rng(14).standard_normal((8, 5)), dtype=dt, requires_grad=True)
+    t = vl.softmax(rnd(8, 5, seed=15, rg=False), 1) if kind == "probs" else vl.tensor([0, 1, 2, 3, 4, 0, 1, 2])
+    kw = {"label_smoothing": 0.1} if kind == "smoothing" else {}
+    loss = F.cross_entropy(z, t, **kw)
+    p = loss.grad_fn.saved[0]
+    np.testing.assert_allclose(p.sum(1), 1, rtol=1e-6)   # softmax rows
+    loss.backward(retain_graph=True)
+    g1 = z.grad.numpy().copy()
+    z.grad = None
+    ref = weakref.ref(p)
+    del p
+    loss.backward()
+    np.testing.assert_array_equal(z.grad.numpy(), g1)
+    gc.collect()
+    assert loss.grad_fn.saved is None and ref() is None, "the softmax rows outlived the backward"
+
+
 def test_cross_entropy_bad_input_messages():
     x = vl.randn(3, 5)
     with pytest.raises(IndexError, match="target class index 7 is out of range for 5 classes"):

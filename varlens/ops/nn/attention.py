@@ -7,7 +7,8 @@ unit-variance entries: a sum of d products has variance d (seed 000 "Costume 1",
 seed 002, seed 003 §7.1.3).  ``scale`` can be set to 1.0 to watch what happens
 without it.
 
-Backward (cached P and the dropout mask, like llm.c's attention):
+Backward (cached P and the dropout mask, like llm.c's attention; the mask is kept as booleans,
+one byte per entry, and P' = P * mask/(1-p) is recomputed from P rather than kept beside it):
   dV = P'^T dO;  dP' = dO V^T;  dP = dP' * mask/(1-p);
   dS = P * (dP - rowsum(dP * P))   (the softmax Jacobian diag(P) - P P^T, seed 001 §3.1);
   dQ = scale * dS K;  dK = scale * dS^T Q.
@@ -47,8 +48,8 @@ class SDPA(Function):
                 and q.ndim >= 2 and q.size and _KR.kernel_ok(s := B.matmul(q, _swap(k))):
             # float32, no mask or the causal one: scale, mask and softmax in one compiled pass
             p = _KR.softmax(s.reshape(-1, S), True, scale, 0 if mask is None else L).reshape(s.shape)
-            self.save_for_backward(q, k, v, p, p)
-            self.dmask, self.scale, self.p_drop, self.fused = None, scale, p_drop, True
+            self.save_for_backward(q, k, v, p, None)
+            self.scale, self.p_drop, self.fused = scale, p_drop, True
             return B.matmul(p, v)
         self.fused = False
         s = B.matmul(q, _swap(k)) * scale
@@ -63,20 +64,28 @@ class SDPA(Function):
         den = e.sum(axis=-1, keepdims=True)
         p = e / xp.where(den == 0, 1, den)  # a row with every key masked attends to nothing
         pd = p
-        if dropout_mask is not None:
-            pd = p * dropout_mask * (1.0 / (1.0 - p_drop))
-        self.save_for_backward(q, k, v, p, pd)
-        self.dmask, self.scale, self.p_drop = dropout_mask, scale, p_drop
+        if dropout_mask is not None:  # a boolean keep-mask: P' = P * mask / (1 - p)
+            pd = _dropped(p, dropout_mask, p_drop)
+        # saved: the boolean mask, not P' (backward recomputes P' from P in one pass)
+        self.save_for_backward(q, k, v, p, dropout_mask)
+        self.scale, self.p_drop = scale, p_drop
         return B.matmul(pd, v)
 
     def backward(self, g):
-        q, k, v, p, pd = self.saved
+        """dV = P'^T dO, dS = P * (dP - rowsum(dP * P)) with dP = dO V^T masked and scaled like
+        P' (the softmax Jacobian), dQ = scale dS K, dK = scale dS^T Q (module docstring)."""
+        q, k, v, p, dmask = self.saved
         sc = self.scale
         n = self.next
-        dv = B.matmul(_swap(pd), g) if n[2] is not None else None
-        dp = B.matmul(g, _swap(v))
-        if self.dmask is not None:
-            dp = dp * self.dmask * (1.0 / (1.0 - self.p_drop))
+        if dmask is not None:
+            if n[2] is not None:
+                dv = B.matmul(_swap(_dropped(p, dmask, self.p_drop)), g)
+            else:
+                dv = None
+            dp = _dropped(B.matmul(g, _swap(v)), dmask, self.p_drop)
+        else:
+            dv = B.matmul(_swap(p), g) if n[2] is not None else None
+            dp = B.matmul(g, _swap(v))
         if self.fused and dp.flags.c_contiguous and _KR.kernel_ok(dp):  # scale * dS in one pass
             ds = _KR.softmax_grad(dp.reshape(-1, p.shape[-1]), p.reshape(-1, p.shape[-1]), True,
                                   sc).reshape(p.shape)
@@ -97,8 +106,21 @@ class SDPA(Function):
             s = masked_fill(s, Tensor._make(~m), -float("inf")) if m.dtype == bool else s + mask
         p = softmax(s, -1)
         if dropout_mask is not None:
-            p = p * dropout_mask * (1.0 / (1.0 - p_drop))
+            keep = dropout_mask._data if hasattr(dropout_mask, "_data") else dropout_mask
+            p = p * Tensor._make(_keep_scaled(keep, p._data.dtype, p_drop))
         return matmul(p, v)
+
+
+def _dropped(a, keep, p_drop):
+    """a * keep / (1 - p_drop) in a's dtype, for a boolean keep-mask (a new array)."""
+    out = a * keep
+    out *= out.dtype.type(1.0 / (1.0 - p_drop))
+    return out
+
+
+def _keep_scaled(keep, dtype, p_drop):
+    """The boolean keep-mask as numbers: keep / (1 - p_drop) in ``dtype`` (for the composites)."""
+    return keep * dtype.type(1.0 / (1.0 - p_drop))
 
 
 def _is_causal(mask, L, S):
@@ -135,19 +157,27 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     """torch.nn.functional.scaled_dot_product_attention: boolean masks mark allowed positions
     (True = attend), float masks are added to the logits.  ``return_weights=True`` (varlens
     only) also returns the attention probabilities, for the lens and for plots."""
-    if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
+    try:
+        qd = query._data
+        qs, ks, vs = qd.shape, key._data.shape, value._data.shape   # (the arrays' shapes: no Size objects per call)
+    except AttributeError:      # a list or array where torch requires a Tensor: its TypeError
+        for i, (name, v) in enumerate((("query", query), ("key", key), ("value", value))):
+            if not isinstance(v, Tensor):
+                raise TypeError(f"scaled_dot_product_attention(): argument '{name}' (position {i + 1}) "
+                                f"must be Tensor, not {type(v).__name__}") from None
+        raise
+    if len(qs) < 2 or len(ks) < 2 or len(vs) < 2:
         raise RuntimeError("scaled_dot_product_attention: query, key and value need at least 2 dims "
-                           f"(..., L, E); got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
-    if query.shape[-1] != key.shape[-1]:
-        raise RuntimeError(f"scaled_dot_product_attention: query's last dim {query.shape[-1]} must equal "
-                           f"key's {key.shape[-1]}")
-    if key.shape[-2] != value.shape[-2]:
-        raise RuntimeError(f"scaled_dot_product_attention: key has {key.shape[-2]} positions but value "
-                           f"has {value.shape[-2]}")
-    L, S = query.shape[-2], key.shape[-2]
-    sc = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+                           f"(..., L, E); got {tuple(qs)}, {tuple(ks)}, {tuple(vs)}")
+    if qs[-1] != ks[-1]:
+        raise RuntimeError(f"scaled_dot_product_attention: query's last dim {qs[-1]} must equal "
+                           f"key's {ks[-1]}")
+    if ks[-2] != vs[-2]:
+        raise RuntimeError(f"scaled_dot_product_attention: key has {ks[-2]} positions but value "
+                           f"has {vs[-2]}")
+    L, S = qs[-2], ks[-2]
+    sc = 1.0 / math.sqrt(qs[-1]) if scale is None else float(scale)
     mask = None
-    qd = query._data
     ns = _np if qd.__class__ is _np.ndarray else B.namespace(qd)   # the query's device
     if attn_mask is not None:
         mask = attn_mask._data if isinstance(attn_mask, Tensor) else \
@@ -162,8 +192,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if dropout_p > 0.0:
         g = generator_for(ns, generator)   # drawn on the query's device
         shape = tuple(query.shape[:-1]) + (S,)
-        dmask = (g.random(shape) >= dropout_p).astype(query.dtype)
-    if grad_mode._enabled[0] and ((isinstance(attn_mask, Tensor) and attn_mask.requires_grad and not is_causal)
+        dmask = g.random(shape) >= dropout_p   # a boolean keep-mask (saved as is: 1 byte an entry)
+    if grad_mode._enabled[0] and ((attn_mask is not None and isinstance(attn_mask, Tensor) and attn_mask.requires_grad
+                                   and not is_causal)
                                   or (return_weights and (query.requires_grad or key.requires_grad
                                                           or value.requires_grad))):
         # a learned float mask needs its gradient, and returned weights that will be
@@ -196,6 +227,6 @@ def _sdpa_composed(query, key, value, mask, dmask, sc, p, return_weights):
             s = s + (mask if isinstance(mask, Tensor) else Tensor._make(mask))
     w = softmax(s, -1)
     if dmask is not None:
-        w = w * Tensor._make(dmask / (1.0 - p))
+        w = w * Tensor._make(_keep_scaled(dmask, w._data.dtype, p))
     out = matmul(w, value)
     return (out, w) if return_weights else out

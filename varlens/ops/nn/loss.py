@@ -67,7 +67,8 @@ class CrossEntropy(Function):
             # float32 fast path compiled: softmax rows and the loss sum in one pass (ops/kernels/rows.py)
             t = target.reshape(-1)
             e, tot = _KR.cross_entropy(z2, t, use_kernel=True)
-            self.p, self.flat, self.fast, self.zshape, self.reduction = e, t + _row_offsets(M, C), True, z.shape, reduction
+            self.save_for_backward(e)   # (saved, not an attribute: the engine frees it after backward)
+            self.flat, self.fast, self.zshape, self.reduction = t + _row_offsets(M, C), True, z.shape, reduction
             return xp.asarray(tot / M if reduction == "mean" else tot, dtype=z.dtype)
         m = _max_reduce(z2, axis=1, keepdims=True)  # (the ufunc reductions skip ndarray.max's Python frame)
         e = z2 - m
@@ -81,12 +82,13 @@ class CrossEntropy(Function):
             # from one flat take; m_i - z[i, t_i] is formed per row before summing (summing m and
             # the picked logits separately cancels catastrophically when a logit is huge).
             flat = target.reshape(-1) + _row_offsets(M, C)
-            self.p, self.flat, self.fast, self.zshape, self.reduction = e, flat, True, z.shape, reduction
+            self.save_for_backward(e)
+            self.flat, self.fast, self.zshape, self.reduction = flat, True, z.shape, reduction
             tot = (float(_add_reduce(xp.log(s, out=s), axis=None))
                    + float(_add_reduce(m.reshape(-1) - z2.take(flat), axis=None)))
             return xp.asarray(tot / M if reduction == "mean" else tot, dtype=z.dtype)
         lse = xp.log(s) + m
-        self.p, self.lse, self.zshape, self.reduction = e, lse, z.shape, reduction
+        self.lse, self.zshape, self.reduction = lse, z.shape, reduction
         self.weight, self.eps, self.probs = weight, label_smoothing, probs
         eps = label_smoothing
         if probs:
@@ -95,10 +97,11 @@ class CrossEntropy(Function):
             if weight is not None:
                 q = q * weight
             loss = -((z2 - lse) * q).sum(axis=1)
-            self.q, self.tshape = q, target.shape
+            self.tshape = target.shape
             self.denom = M
-            self.save_for_backward(z)
+            self.save_for_backward(e, z, q)
         else:
+            self.save_for_backward(e)
             t = target.reshape(-1)
             valid = t != ignore_index
             tt = xp.where(valid, t, 0)
@@ -137,7 +140,7 @@ class CrossEntropy(Function):
         s = e.sum(axis=1, keepdims=True)
         e /= s
         lse = xp.log(s) + m
-        self.p, self.lse, self.zshape, self.reduction = e, lse, z.shape, reduction
+        self.lse, self.zshape, self.reduction = lse, z.shape, reduction
         self.weight, self.eps, self.probs = weight, eps, probs
         if probs:
             y2 = _to_rows(target)
@@ -145,9 +148,10 @@ class CrossEntropy(Function):
             if weight is not None:
                 q = q * weight
             loss = -((z2 - lse) * q).sum(axis=1)
-            self.q, self.tshape, self.denom = q, target.shape, M
-            self.save_for_backward(z)
+            self.tshape, self.denom = target.shape, M
+            self.save_for_backward(e, z, q)
         else:
+            self.save_for_backward(e)
             t = target.reshape(-1)
             valid = t != ignore_index
             tt = xp.where(valid, t, 0)
@@ -170,7 +174,10 @@ class CrossEntropy(Function):
 
     def backward(self, g):
         xp = self.xp
-        p, C = self.p, self.p.shape[1]
+        # saved: the softmax rows p (and, for probability targets, the logits z and the target
+        # distribution q), freed by the engine once this has run
+        p = self.saved[0]
+        C = p.shape[1]
         M = p.shape[0]
         red = self.reduction
         if xp is not _np and red == "mean" and not self.probs:
@@ -195,10 +202,10 @@ class CrossEntropy(Function):
         eps = self.eps
         gt = None
         if self.probs:
-            q = self.q
+            q = self.saved[2]
             gz = (q.sum(axis=1) * gi)[:, None] * p - gi[:, None] * q
             if self.next[1] is not None:
-                z2 = _to_rows(self.saved[0])
+                z2 = _to_rows(self.saved[1])
                 coef = -(1 - eps) * gi[:, None]
                 gt = coef * (z2 - self.lse)
                 if self.weight is not None:

@@ -96,13 +96,6 @@ class _functional:
         self.name = name
 
 
-def _size_args(fn):
-    """A method taking the sizes as separate arguments too (``x.reshape(2, 3)``)."""
-    def m(self, *shape):
-        return fn(self, *shape)
-    return m
-
-
 def _where_method(self, condition, other):
     """Tensor.where(condition, other): ``self`` where condition holds, else other."""
     return where(condition, self, other)
@@ -251,10 +244,10 @@ SURFACE = (
     ("repeat_interleave", repeat_interleave, SAME),
     ("nonzero", nonzero, SAME),
     ("unique", unique, SAME),
-    ("reshape", reshape, _size_args(reshape)),
-    ("view", view, _size_args(view)),
+    ("reshape", reshape, SAME),
+    ("view", view, SAME),
     ("view_as", view_as, SAME),
-    ("permute", permute, _size_args(permute)),
+    ("permute", permute, SAME),
     ("transpose", transpose, SAME),
     ("swapaxes", transpose, SAME),
     ("t", t, SAME),
@@ -262,14 +255,14 @@ SURFACE = (
     ("unsqueeze", unsqueeze, SAME),
     ("flatten", flatten, SAME),
     ("unflatten", unflatten, SAME),
-    ("expand", expand, _size_args(expand)),
+    ("expand", expand, SAME),
     ("expand_as", expand_as, SAME),
     ("broadcast_to", broadcast_to, SAME),
     ("flip", flip, SAME),
     ("split", split, SAME),
     ("chunk", chunk, SAME),
     ("unbind", unbind, SAME),
-    ("repeat", repeat, _size_args(repeat)),
+    ("repeat", repeat, SAME),
     ("gather", gather, SAME),
     ("scatter_add", scatter_add, SAME),
     ("scatter", scatter, SAME),

@@ -114,10 +114,21 @@ def _plan(fn, method, rule=_NO_RULE):
 
 def _wrap(fn, plan, where):
     ren, var_name, n_before, before_names, takes_out = plan
+    # the keywords that need work (an alias to rename, out= the function does not take, a
+    # variadic's name or a parameter before *args): a call whose keywords are all outside this
+    # set (split(128, dim=2), multinomial(p, num_samples=1)) goes straight through
+    special = frozenset(ren) | ({"out"} if not takes_out else set())
+    if var_name is not None:
+        special |= frozenset(_VAR_NAMES + (var_name,) + tuple(before_names))
 
     @functools.wraps(fn)
     def w(*args, **kwargs):
         if kwargs:
+            if special.isdisjoint(kwargs):
+                d = kwargs.get("dim")
+                if d is not None and d.__class__ is not int and isinstance(d, builtins.float):
+                    _float_dim(where, d)
+                return fn(*args, **kwargs)
             if not takes_out and "out" in kwargs:
                 out = kwargs.pop("out")
                 if out is not None:
@@ -129,6 +140,10 @@ def _wrap(fn, plan, where):
     return w
 
 
+def _float_dim(where, d):
+    raise TypeError(f"{where}(): argument 'dim' must be an int or a tuple of ints, not float ({d!r})")
+
+
 def _fix(args, kwargs, ren, var_name, n_before, before_names, where):
     for k in [k for k in kwargs if k in ren]:
         tgt = ren[k]
@@ -137,7 +152,7 @@ def _fix(args, kwargs, ren, var_name, n_before, before_names, where):
         kwargs[tgt] = kwargs.pop(k)
     d = kwargs.get("dim")
     if d is not None and isinstance(d, builtins.float):
-        raise TypeError(f"{where}(): argument 'dim' must be an int or a tuple of ints, not float ({d!r})")
+        _float_dim(where, d)
     if var_name is not None:
         given = [k for k in dict.fromkeys(_VAR_NAMES + (var_name,)) if k in kwargs]
         if given or any(n in kwargs for n in before_names):

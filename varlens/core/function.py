@@ -258,7 +258,7 @@ class Function:
                     a = a._data
                     if a.__class__ is not _ndarray:
                         dev = True
-                elif a.__class__ in _NS and a.__class__ is not _ndarray:
+                elif a.__class__ is not _ndarray and a.__class__ in _NS:
                     dev = True
                 datas.append(a)
         else:
@@ -295,20 +295,26 @@ class Function:
             if err is None:
                 raise
             raise err from None
-        if plain:
-            if out.__class__ is not _ndarray and out.__class__ not in _NS:
-                out = _asarray(out)
-            return T._make(out)
         raw = out
         if out.__class__ is not _ndarray and out.__class__ not in _NS:
             out = _asarray(out)  # NumPy returns scalars from full reductions; keep 0-d arrays
+        res = _new(T)   # Tensor._make, inlined: one call less on every op
+        res._data = out
+        res.grad = None
+        res._version = [0]
+        res.hooks_ = None
+        if plain:
+            res._node = None
+            res._rg = False
+            return res
         if need and _enabled[0] and cls.differentiable:
             ctx.next = nxt
             if nt is not None:
                 ctx._nontensor = nt
             ctx._oshape = out.shape
             ctx._odtype = out.dtype
-            res = T._make(out, ctx)
+            res._node = ctx
+            res._rg = True
             saved = ctx.saved
             if saved:
                 ctx._track(args, raw, res, saved)
@@ -316,7 +322,8 @@ class Function:
                 ctx._args = datas
                 ctx._kw = kwargs
         else:
-            res = T._make(out)
+            res._node = None
+            res._rg = False
         if _anomaly[0] and need:   # note where the op ran; backward reports it if it returns NaN
             ctx._anomaly_site = _forward_site(cls.__name__)
         if op_hook is not None:

@@ -18,6 +18,8 @@ from varlens.core import grad_mode as _gm
 
 _enabled = _gm._enabled
 xp = B.xp
+_F32 = xp.dtype("float32")
+_I64 = xp.dtype("int64")
 
 
 class Tensor:
@@ -55,7 +57,8 @@ class Tensor:
 
     @classmethod
     def _make(cls, data, node=None):
-        """Fast internal constructor: wrap an array (with the node that made it, if any)."""
+        """Fast internal constructor: wrap an array (with the node that made it, if any).
+        Function.apply (core/function.py) sets the same fields inline: keep the two in step."""
         t = object.__new__(Tensor)
         t._data = data
         t.grad = None
@@ -356,7 +359,8 @@ class Tensor:
         return self.to(dtype)
 
     def float(self):
-        return self.to(DT.float32)
+        # already float32 (the common call in user code): the tensor itself, as to() returns it
+        return self if self._data.dtype is _F32 else self.to(DT.float32)
 
     def double(self):
         return self.to(DT.float64)
@@ -365,7 +369,7 @@ class Tensor:
         return self.to(DT.float16)
 
     def long(self):
-        return self.to(DT.int64)
+        return self if self._data.dtype is _I64 else self.to(DT.int64)
 
     def int(self):
         return self.to(DT.int32)
@@ -452,9 +456,12 @@ class device:
 class Size(tuple):
     """Shape of a tensor: a tuple (as torch.Size).  Slicing it, or adding a tuple, gives a Size."""
 
+    __slots__ = ()   # (no per-instance dict: one is made for every x.shape / x.size())
+
     def __getitem__(self, key):
-        r = tuple.__getitem__(self, key)
-        return Size(r) if isinstance(key, slice) else r
+        if key.__class__ is slice:
+            return Size(tuple.__getitem__(self, key))
+        return tuple.__getitem__(self, key)
 
     def __add__(self, other):
         if not isinstance(other, tuple):

@@ -315,11 +315,17 @@ class Module:
         object.__setattr__(self, name, value)
 
     def __getattr__(self, name):
+        # (unrolled: every self.weight / self.layer in a forward comes through here)
         d = self.__dict__
-        for store in ("_parameters", "_buffers", "_modules"):
-            s = d.get(store)
-            if s is not None and name in s:
-                return s[name]
+        s = d.get("_parameters")
+        if s is not None and name in s:
+            return s[name]
+        s = d.get("_buffers")
+        if s is not None and name in s:
+            return s[name]
+        s = d.get("_modules")
+        if s is not None and name in s:
+            return s[name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name):

@@ -28,7 +28,13 @@ class LayerNorm(Module):
     reset_parameters = _reset_affine
 
     def forward(self, input):
-        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+        # the parameter table read directly (see Linear.forward); an attribute set another way
+        # (weight=None without affine, a re-set plain attribute) is found by the ordinary lookup
+        p = self._parameters
+        w = p.get("weight")
+        b = p.get("bias")
+        return F.layer_norm(input, self.normalized_shape, self.weight if w is None else w,
+                            self.bias if b is None else b, self.eps)
 
     def extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "

@@ -234,11 +234,13 @@ class MaskedFill(Function):
 
 # ---------------------------------------------------------------- wrappers
 def getitem(x, key):
-    key = index_key(key)
+    basic = _plain_basic(key)
+    if not basic:
+        key = index_key(key)
     if x._data.__class__ is not xp.ndarray:
         key = _key_to(key, B.namespace(x._data))
     out = GetItem.apply(x, key)
-    if _is_basic(key):  # basic indexing gives a view: share the version counter
+    if basic or _is_basic(key):  # basic indexing gives a view: share the version counter
         out._version = x._version
         node = out._node
         if node is not None:
@@ -246,6 +248,22 @@ def getitem(x, key):
         if _enabled[0]:  # remember the base, so an in-place op on the view can update it (tensor._commit)
             out._view_of = (x, "index", key, x._data)
     return out
+
+
+def _plain_basic(key):
+    """True for a key of ints, None, Ellipsis and step-less slices only (x[:, -1, :]), which
+    index_key would return unchanged: the common key skips its conversion loop."""
+    c = key.__class__
+    if c is tuple:
+        for k in key:
+            c = k.__class__
+            if c is slice:
+                if k.step is not None:
+                    return False
+            elif c is not int and k is not None and k is not Ellipsis:
+                return False
+        return True
+    return c is int or c is slice and key.step is None
 
 
 def index_scatter(g, key, shape):
@@ -347,7 +365,9 @@ def masked_fill(x, mask, value):
 
 
 def one_hot(index, num_classes=-1):
-    a = index._data if isinstance(index, Tensor) else xp.asarray(index)
+    if not isinstance(index, Tensor):       # torch takes no list or array here (its TypeError)
+        raise TypeError(f"one_hot(): argument 'input' (position 1) must be Tensor, not {type(index).__name__}")
+    a = index._data
     if a.dtype.kind not in "iu":
         raise RuntimeError(f"one_hot: expected an integer (int64) tensor of class indices, got dtype {a.dtype}")
     if num_classes < 0:

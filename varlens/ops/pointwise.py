@@ -653,7 +653,12 @@ def add(a, b, *, alpha=1):
     return Add.apply(*_promote(a, b))
 
 
+_Tensor = _F.Tensor
+
+
 def _add(a, b):
+    if b.__class__ is _Tensor and a._data.dtype is b._data.dtype:   # x + y of one dtype: nothing to promote
+        return Add.apply(a, b)
     return Add.apply(*_promote(a, b))
 
 
@@ -679,6 +684,8 @@ def rsub(a, b):
 
 @torch_args(tensor_first=True)
 def mul(a, b):
+    if b.__class__ is _Tensor and a.__class__ is _Tensor and a._data.dtype is b._data.dtype:
+        return Mul.apply(a, b)
     return Mul.apply(*_promote(a, b))
 
 

@@ -21,13 +21,22 @@ from varlens.core.tensor import Size
 
 
 class Reshape(Function):
-    """out = x viewed with a new shape;  dL/dx = g reshaped to x's shape."""
+    """out = x viewed with a new shape;  dL/dx = g reshaped to x's shape.  With ``view=True``
+    (x.view of a non-contiguous NumPy array) one reshape that refuses to copy: torch's error where
+    the strides make a view impossible."""
 
-    def forward(self, x, shape):
+    def forward(self, x, shape, view=False):
         self.in_shape = x.shape
         try:
-            return x.reshape(shape)
-        except ValueError:
+            return x.reshape(shape, copy=False) if view else x.reshape(shape)
+        except ValueError as e:
+            if view and "copy" in str(e):
+                raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
+                                   "least one dimension spans across two contiguous subspaces). Use "
+                                   ".reshape(...) instead.") from None
+            if view:
+                raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {x.size} (view: "
+                                   f"tensor of shape {tuple(x.shape)})") from None
             raise RuntimeError(f"reshape: shape {tuple(shape)} is invalid for a tensor of "
                                f"{x.size} elements (shape {tuple(x.shape)})") from None
 
@@ -139,7 +148,12 @@ def _is_index(s):
 
 @torch_args(tensor_first=True)
 def reshape(x, *shape):
-    shape = _shape_arg(shape)
+    return _reshaped(x, _shape_arg(shape))
+
+
+def _reshaped(x, shape):
+    """reshape for a shape that is already a tuple of ints (the ops' own calls: no argument
+    parsing); the same tensor when the shape does not change."""
     if shape == x._data.shape:
         return x
     return _view_of(Reshape.apply(x, shape), x, "reshape", shape)
@@ -148,26 +162,23 @@ def reshape(x, *shape):
 def view(x, *shape):
     """x.view(*shape): a reshape that must not copy (torch raises when the strides make that
     impossible, e.g. t().view(-1)); x.view(dtype) reinterprets the bits as another dtype."""
-    if len(shape) == 1 and _is_dtype(shape[0]):
+    if len(shape) == 1 and shape[0].__class__ is not int and _is_dtype(shape[0]):
         return _view_dtype(x, shape[0])
     shp = _shape_arg(shape, "view")
-    if x._data.__class__ is xp.ndarray and not x._data.flags.c_contiguous and x._data.size > 1:
-        # (the check needs NumPy's reshape(copy=False); on a device a non-contiguous view copies)
-        try:
-            x._data.reshape(shp, copy=False)
-        except ValueError as e:
-            if "copy" in str(e) or "without copying" in str(e) or "view" in str(e):
-                raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
-                                   "least one dimension spans across two contiguous subspaces). Use "
-                                   ".reshape(...) instead.") from None
-    return reshape(x, shp)
+    a = x._data
+    if a.__class__ is xp.ndarray and not a.flags.c_contiguous and a.size > 1:
+        # one NumPy reshape(copy=False), which raises where torch's strides make a view impossible
+        # (on a device a non-contiguous view copies, as reshape)
+        return _view_of(Reshape.apply(x, shp, True), x, "reshape", shp)
+    if shp == a.shape:   # reshape's own steps, without checking the shape a second time
+        return x
+    return _view_of(Reshape.apply(x, shp), x, "reshape", shp)
 
 
 def _is_dtype(d):
-    import numpy as _np
-    if isinstance(d, _np.dtype):
+    if isinstance(d, xp.dtype):
         return True
-    return isinstance(d, type) and issubclass(d, _np.generic)
+    return isinstance(d, type) and issubclass(d, xp.generic)
 
 
 def _view_dtype(x, dtype):
@@ -214,15 +225,16 @@ def permute(x, *dims):
 
 @torch_args(tensor_first=True)
 def transpose(x, dim0, dim1):
-    nd = x.ndim
+    nd = x._data.ndim
     if nd == 0:
         return x
-    for d in (dim0, dim1):
-        if not -nd <= d < nd:
-            raise IndexError(f"transpose: dim {d} out of range for a tensor with {nd} dimensions")
+    if not (-nd <= dim0 < nd and -nd <= dim1 < nd):
+        d = dim1 if -nd <= dim0 < nd else dim0
+        raise IndexError(f"transpose: dim {d} out of range for a tensor with {nd} dimensions")
     axes = list(range(nd))
     axes[dim0], axes[dim1] = axes[dim1], axes[dim0]
-    return _view_of(Permute.apply(x, tuple(axes)), x, "permute", tuple(axes))
+    axes = tuple(axes)
+    return _view_of(Permute.apply(x, axes), x, "permute", axes)
 
 
 swapaxes = transpose
@@ -237,7 +249,10 @@ def t(x):
 
 @torch_args(tensor_first=True)
 def squeeze(x, dim=None):
-    s = x.shape
+    s = x._data.shape
+    if dim.__class__ is int and -len(s) <= dim < len(s):   # one dim in range: the common call
+        d = dim % len(s)
+        return _reshaped(x, s[:d] + s[d + 1:]) if s[d] == 1 else x
     if dim is None:
         new = tuple(d for d in s if d != 1)
     else:
@@ -256,13 +271,12 @@ def squeeze(x, dim=None):
 
 @torch_args(tensor_first=True)
 def unsqueeze(x, dim):
-    nd = x.ndim + 1
+    nd = x._data.ndim + 1
     if not -nd <= dim < nd:
         raise IndexError(f"unsqueeze: dim {dim} out of range for a result with {nd} dimensions")
     dim %= nd
-    s = list(x.shape)
-    s.insert(dim, 1)
-    return reshape(x, tuple(s))
+    s = x._data.shape
+    return _reshaped(x, s[:dim] + (1,) + s[dim:])
 
 
 @torch_args(tensor_first=True)
@@ -359,9 +373,14 @@ def _check_seq(tensors, op):
 def _common_dtype(tensors):
     """torch's promotion for cat: the highest category (bool < integer < float) wins, then the
     widest dtype within it (cat([float32, int64]) is float32)."""
-    dts = {t._data.dtype for t in tensors}
-    if len(dts) == 1:
+    d0 = tensors[0]._data.dtype
+    for t in tensors:   # (a plain loop: one dtype, the common case, returns without a set)
+        d = t._data.dtype
+        if d is not d0 and d != d0:
+            break
+    else:
         return None
+    dts = {t._data.dtype for t in tensors}
     for kinds in ("c", "f", "iu", "b"):
         same = [d for d in dts if d.kind in kinds]
         if same:
@@ -397,11 +416,12 @@ def stack(tensors, dim=0):
     if not tensors:
         raise RuntimeError("stack: expected a non-empty list of tensors")
     ref = tensors[0]
+    rs = ref._data.shape   # (the arrays' shapes: no Size objects on this per-call path)
     for i, t in enumerate(tensors):
-        if tuple(t.shape) != tuple(ref.shape):
+        if t._data.shape != rs:
             raise RuntimeError(f"stack: expects each tensor to be equal size, but got {tuple(ref.shape)} "
                                f"at entry 0 and {tuple(t.shape)} at entry {i}")
-    d = _dim(dim, ref.ndim + 1, "stack")
+    d = _dim(dim, len(rs) + 1, "stack")
     return Stack.apply(*tensors, dim=d)
 
 

@@ -21,10 +21,13 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         raise IndexTypeError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
                              f"Long, Int; but got {getattr(idx, 'dtype', type(idx).__name__)} instead (embedding: "
                              f"input must hold integer indices (int64))")
-    V = weight.shape[0]
+    V = weight._data.shape[0]
     # the range check reads values on the host: CPU only (on CUDA an index out of range is not
-    # checked here; docs/conventions.md, "Layers, losses and attention on CUDA")
-    if idx.__class__ is xp.ndarray and idx.size and (idx.min() < 0 or idx.max() >= V):
+    # checked here; docs/conventions.md, "Layers, losses and attention on CUDA").  int64 indices:
+    # one unsigned max (a negative index reads as a huge one) instead of a min and a max
+    if idx.__class__ is xp.ndarray and idx.size and (
+            idx.view(xp.uint64).max() >= V if idx.dtype == xp.int64
+            else idx.min() < 0 or idx.max() >= V):
         bad = int(idx.max()) if idx.max() >= V else int(idx.min())
         raise IndexError(f"embedding: index {bad} is out of range for an embedding table with {V} rows "
                          f"(valid 0..{V - 1})")

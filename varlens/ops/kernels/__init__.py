@@ -55,10 +55,24 @@ def numba_module():
     return nb or None
 
 
+_F32 = np.dtype(np.float32)
+
+
 def usable(*arrays):
-    """True when the compiled path applies: numba on and every array float32, C-contiguous."""
+    """True when the compiled path applies: numba on and every array float32, C-contiguous.
+    (``dtype is _F32`` first: comparing with the type np.float32 converts it on every call.)"""
     for a in arrays:
-        if a.__class__ is not np.ndarray or a.dtype != np.float32 or not a.flags.c_contiguous:
+        if a.__class__ is not np.ndarray or (a.dtype is not _F32 and a.dtype != _F32) \
+                or not a.flags.c_contiguous:
+            return False
+    return numba_module() is not None
+
+
+def usable_or_none(*arrays):
+    """``usable`` with None entries skipped (an absent weight or bias)."""
+    for a in arrays:
+        if a is not None and (a.__class__ is not np.ndarray or (a.dtype is not _F32 and a.dtype != _F32)
+                              or not a.flags.c_contiguous):
             return False
     return numba_module() is not None
 

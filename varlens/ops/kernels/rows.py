@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from varlens.ops.kernels import usable
+from varlens.ops.kernels import usable, usable_or_none
 
 _K = {}
 
@@ -177,4 +177,4 @@ def layer_norm_grad(g2, x2, w, mean, rstd, use_kernel=None):
 def kernel_ok(*arrays):
     """True when every array given (None skipped) can take the compiled path (float32,
     C-contiguous, numba on): the ops' dispatch test before calling with use_kernel=True."""
-    return usable(*(a for a in arrays if a is not None))
+    return usable_or_none(*arrays)

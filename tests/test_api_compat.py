@@ -356,6 +356,33 @@ def test_view_non_contiguous_and_contiguous():
     assert a.grad.tolist() == [[1.0] * 3] * 2
 
 
+def test_view_of_a_non_contiguous_tensor_is_one_reshape_sharing_memory():
+    """A non-contiguous input's view is made by one NumPy reshape that refuses to copy: the result
+    shares the input's memory, matches torch's values and gradient (gradcheck in float64), and an
+    impossible view or a wrong size raises torch's RuntimeError."""
+    a = R.standard_normal((2, 3, 4))
+    for shape in [(4, 3, 2), (2, 2, 3, 2), (1, 4, 3, 2), (4, 3, 1, -1)]:
+        x = vl.tensor(a, dtype=vl.float64, requires_grad=True)
+        t = torch.tensor(a, requires_grad=True)
+        xv, tv = x.permute(2, 1, 0).view(*shape), t.permute(2, 1, 0).view(*shape)
+        assert np.shares_memory(xv.detach().numpy(), x.detach().numpy())
+        np.testing.assert_array_equal(xv.detach().numpy(), tv.detach().numpy())
+        w = R.standard_normal(tuple(tv.shape))
+        (xv * vl.tensor(w)).sum().backward()
+        (tv * torch.tensor(w)).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=0, atol=1e-12)
+        gradcheck(lambda u: u.permute(2, 1, 0).view(*shape) * 2.0, (x,))
+    y = vl.tensor(a).permute(2, 1, 0)
+    y.view(2, 2, 3, 2)[0, 0, 0, 0] = 7.0          # a write through the view reaches the input
+    assert y[0, 0, 0].item() == 7.0 and y[0, 1, 0].item() != 7.0
+    with pytest.raises(RuntimeError, match="view size is not compatible with input tensor's size and stride"):
+        vl.tensor(a).permute(2, 1, 0).view(-1)
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        vl.tensor(a).permute(2, 1, 0).view(4, -1)        # (torch: the same error)
+    with pytest.raises(RuntimeError, match=r"shape '\[5, -1\]' is invalid for input of size 24"):
+        vl.tensor(a).permute(2, 1, 0).view(5, -1)
+
+
 def test_numpy_interop():
     t = vl.tensor([1.0, 2.0])
     assert isinstance(np.asarray(t), np.ndarray)

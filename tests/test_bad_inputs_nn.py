@@ -253,6 +253,47 @@ def test_not_a_tensor_error_is_type_and_attribute_error():
             vl.nn.functional.mse_loss(x, X45.tolist())
 
 
+# a Python list where an nn.functional op needs a Tensor, in each position that takes one:
+# (name, arguments with "L" marking the list, torch's name of that argument, its position)
+_LIST_CASES = [
+    ("linear", [(3, 4), "L"], "weight", 2), ("linear", [(3, 4), (2, 4), "L"], "bias", 3),
+    ("bilinear", [(3, 4), "L", (2, 4, 5)], "input2", 2), ("bilinear", [(3, 4), (3, 5), "L"], "weight", 3),
+    ("layer_norm", ["L", [4]], "input", 1), ("rms_norm", ["L", [4]], "input", 1),
+    ("group_norm", ["L", 1], "input", 1), ("prelu", [(3, 4), "L"], "weight", 2),
+    ("batch_norm", [(3, 4), "L", None], "running_mean", 2),
+    ("instance_norm", [(2, 4, 3), "L"], "running_mean", 2),
+    ("nll_loss", [(3, 4), "L"], "target", 2),
+    ("binary_cross_entropy_with_logits", [(3, 4), (3, 4), "L"], "weight", 3),
+    ("triplet_margin_loss", [(3, 4), "L", (3, 4)], "positive", 2),
+    ("cosine_similarity", [(3, 4), "L"], "x2", 2), ("pairwise_distance", [(3, 4), "L"], "x2", 2),
+    ("gumbel_softmax", ["L"], "logits", 1), ("one_hot", ["L"], "input", 1),
+    ("scaled_dot_product_attention", [(1, 3, 4), "L", (1, 3, 4)], "key", 2),
+    ("conv_tbc", [(5, 2, 3), (3, 3, 4), "L"], "bias", 3),
+]
+
+
+@pytest.mark.parametrize("name,args,argname,pos", _LIST_CASES, ids=[f"{c[0]}-{c[2]}" for c in _LIST_CASES])
+def test_functional_ops_refuse_a_list_where_torch_needs_a_tensor(name, args, argname, pos):
+    """A list in a Tensor position raises TypeError naming the argument and its position (torch's
+    argument-parser message), before the op reads .shape or ._data from it; where torch's
+    Python-side op raises AttributeError instead, varlens' error is also one."""
+    def build(lib):
+        out = []
+        for a in args:
+            if a == "L":
+                out.append([[1.0, 2.0, 3.0, 4.0]] * 3 if name != "one_hot" else [0, 1])
+            elif isinstance(a, tuple):
+                out.append(lib.ones(*a))
+            else:
+                out.append(a)
+        return out
+    with pytest.raises((TypeError, AttributeError)) as torch_error:   # (AttributeError: torch's Python-side ops)
+        getattr(torch.nn.functional, name)(*build(torch))
+    with pytest.raises(TypeError, match=rf"argument '{argname}' \(position {pos}\) must be Tensor, not list") as e:
+        getattr(vl.nn.functional, name)(*build(vl))
+    assert isinstance(e.value, torch_error.type), (type(e.value), torch_error.type)
+
+
 # ---- where torch works, varlens works and matches
 def _same(a, b, what):
     if isinstance(a, tuple):

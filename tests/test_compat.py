@@ -79,6 +79,41 @@ def test_topk_matches_torch_and_gradcheck(largest):
         x.topk(7)
 
 
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("recorded", [True, False])
+def test_topk_and_sort_order_nan_as_the_largest_value_like_torch(largest, recorded):
+    """PyTorch counts NaN as larger than +inf: topk(largest=True) and sort(descending=True) give
+    NaNs first (in their original order), ascending orders give them last."""
+    a = np.array([[1.0, np.nan, 3.0, np.nan, -np.inf, np.inf, 0.0, 2.5],
+                  [np.nan, 2.0, 1.5, -1.0, 5.0, np.nan, np.nan, 0.5]], dtype=np.float32)
+    x = vl.tensor(a, requires_grad=recorded)
+    with vl.set_grad_enabled(recorded):          # the no_grad fast path and the recorded path
+        v, i = vl.topk(x, 5, dim=1, largest=largest)
+    tv, ti = torch.topk(torch.tensor(a), 5, dim=1, largest=largest)
+    np.testing.assert_array_equal(v.detach().numpy(), tv.numpy())
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())
+    if recorded:            # the gradient reaches the positions the values came from, NaNs included
+        v.sum().backward()
+        expected = np.zeros_like(a)
+        np.put_along_axis(expected, ti.numpy(), 1.0, axis=1)
+        np.testing.assert_array_equal(x.grad.numpy(), expected)
+    sv, si = vl.sort(vl.tensor(a), dim=1, descending=largest, stable=True)
+    tsv, tsi = torch.sort(torch.tensor(a), dim=1, descending=largest, stable=True)
+    np.testing.assert_array_equal(sv.numpy(), tsv.numpy())
+    np.testing.assert_array_equal(si.numpy(), tsi.numpy())
+
+
+def test_descending_sort_of_integers_keeps_the_extremes_in_order():
+    """-a overflows at the smallest int64; the descending key of an integer is ~a."""
+    ii = np.array([np.iinfo(np.int64).min, 3, -1, np.iinfo(np.int64).max, 3])
+    v, i = vl.sort(vl.tensor(ii), descending=True, stable=True)
+    tv, ti = torch.sort(torch.tensor(ii), descending=True, stable=True)
+    np.testing.assert_array_equal(v.numpy(), tv.numpy())
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())
+    b = np.array([True, False, True])
+    assert vl.argsort(vl.tensor(b), descending=True).tolist() == [0, 2, 1]
+
+
 FUNCS = [
     ("tril", lambda m, a: m.tril(a, -1)), ("triu", lambda m, a: m.triu(a, 1)),
     ("diag_of_matrix", lambda m, a: m.diag(a, 1)), ("diag_embed_vector", lambda m, a: m.diag(m.diag(a), -1)),

@@ -238,7 +238,7 @@ def test_fractional_max_pool_draws_on_device(sim_cuda):
     assert_close(out, vl.gather(x.detach().reshape(2, 3, -1), 2, idx.reshape(2, 3, -1)).reshape(2, 3, 3, 4))
 
 
-@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
 @pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("align_corners", [False, True])
 def test_affine_grid_and_grid_sample_on_device(sim_cuda, mode, padding_mode, align_corners):

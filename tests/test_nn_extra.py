@@ -831,12 +831,24 @@ def test_ctc_loss_gradcheck_unbatched_infinity_and_errors():
         VF.ctc_loss(lp, vl.tensor(CTC_T), vl.tensor(CTC_IL), vl.tensor(np.array([1, 2])))
 
 
-@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
 @pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("align_corners", [False, True])
 def test_grid_sample_parity(mode, padding_mode, align_corners):
     run(lambda M, x, g: M.F.grid_sample(x, g, mode, padding_mode, align_corners),
         [N(2, 3, 4, 5), RNG.uniform(-1.3, 1.3, (2, 3, 6, 2))])
+
+
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+def test_grid_sample_bicubic_gradcheck_and_one_pixel_axes(padding_mode):
+    """Bicubic sampling: float64 finite differences for the input and the grid (the cubic weights'
+    derivative), and a 1-pixel axis (every neighbour padded onto the one pixel) matching torch."""
+    x = vl.tensor(N(1, 2, 4, 5), requires_grad=True)
+    g = vl.tensor(RNG.uniform(-1.2, 1.2, (1, 3, 2, 2)), requires_grad=True)
+    for ac in (False, True):
+        assert gradcheck(lambda a, b: VF.grid_sample(a, b, "bicubic", padding_mode, ac), [x, g])
+        run(lambda M, a, b: M.F.grid_sample(a, b, "bicubic", padding_mode, ac),
+            [N(1, 2, 1, 4), RNG.uniform(-1.3, 1.3, (1, 2, 3, 2))])
 
 
 def test_affine_grid_and_spatial_transformer_gradcheck():
@@ -849,8 +861,8 @@ def test_affine_grid_and_spatial_transformer_gradcheck():
         VF.affine_grid(vl.tensor(N(2, 3, 3)), (2, 3, 4, 5))
     with pytest.raises(RuntimeError, match="grid must have shape"):
         VF.grid_sample(vl.tensor(N(1, 2, 4, 4)), vl.tensor(N(1, 3, 3, 3)))
-    with pytest.raises(NotImplementedError, match="bicubic"):
-        VF.grid_sample(vl.tensor(N(1, 2, 4, 4)), vl.tensor(N(1, 3, 3, 2)), mode="bicubic")
+    with pytest.raises(ValueError, match="'bilinear', 'nearest' or 'bicubic', got 'cubic'"):   # torch: ValueError
+        VF.grid_sample(vl.tensor(N(1, 2, 4, 4)), vl.tensor(N(1, 3, 3, 2)), mode="cubic")
 
 
 def test_conv_transpose_output_size_and_sync_batchnorm_convert():

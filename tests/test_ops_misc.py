@@ -257,6 +257,24 @@ def test_nanmedian_and_nan_reductions():
     assert vl.nansum(f32).dtype == vl.float32 and vl.nanmean(f32).item() == 1.0
 
 
+def test_median_of_rows_holding_nan_is_nan_like_torch():
+    """median propagates NaN (nanmedian skips it): a row holding NaN gives NaN with the index of
+    its first NaN, and the gradient goes to that NaN; rows without NaN keep the lower median."""
+    a = np.array([[1., np.nan, 3., np.nan, 0.], [2., 1., 0., 5., 4.], [np.nan, 1., 2., 3., 4.]])
+    for dim in (0, 1):
+        x, t = vl.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+        rv, rt = vl.median(x, dim), torch.median(t, dim)
+        np.testing.assert_array_equal(rv.values.detach().numpy(), rt.values.detach().numpy())
+        np.testing.assert_array_equal(rv.indices.numpy(), rt.indices.numpy())
+        rv.values.sum().backward()
+        rt.values.sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())
+    assert math.isnan(vl.median(vl.tensor(a)).item()) and vl.median(vl.tensor(a[1])).item() == 2.0
+    assert vl.median(vl.tensor(a), 1, keepdim=True).values.shape == (3, 1)
+    # no NaN: the recorded path still matches finite differences
+    assert gradcheck(lambda u: vl.median(u, 1).values, (vl.tensor(a[1:2] + np.arange(5.) * 0.1, requires_grad=True),))
+
+
 def test_integer_and_bool_functions_match_torch():
     a, b = np.array([12, -18, 7, 0]), np.array([8, 12, 3, 5])
     pairs = [

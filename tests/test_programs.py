@@ -47,6 +47,19 @@ CASES = [
     ("nn_tutorial.py", [], 1e-3),        # logistic-regression val loss ~0.001 (0.00102, 0.00126 seen); untrained: 2.3
     ("custom_function.py", [], "exact"),
     ("dynamic_net.py", [], None),
+    # seeds 1-3 measured with PyTorch 2.13, 2026-11-26 (run_as.py torch <program> --seed s):
+    ("actor_critic.py", [], 3 * 2.12),       # 50 - mean return: 2.00 .. 4.12 (the untrained policy's episodes
+                                             # last ~10-20 steps: ~35)
+    ("spatial_transformer.py", [], 3 * 0.235),   # 0.892 .. 1.127 (untrained: 2.30)
+    ("seq2seq_translation.py", [], 3 * 0.050),   # 0.192 .. 0.242 (epoch 2: 1.6)
+    ("transformer_translation.py", [], 3 * 0.198),  # 2.311 .. 2.510 (after epoch 1: 2.87)
+    ("fast_neural_style.py", [], 3 * 0.438),     # 37.38 .. 37.82 (floor 5% applies; first 3 batches: 118)
+    ("cifar_resnet.py", [], 3 * 0.378),          # 1.387 .. 1.765 (5 epochs of 8 steps: a noisy regime;
+                                                 # the program itself asserts the state_dict round trip)
+    ("text_classification.py", [], 3 * 0.065),   # 0.367 .. 0.432 (chance: ln 4 = 1.39)
+    ("wgan_gp.py", [], 3 * 0.515),               # Wasserstein estimate 7.45 .. 7.96
+    ("vit_einsum.py", [], 3 * 0.189),            # 0.398 .. 0.587 (chance: ln 10 = 2.30)
+    ("moe_lora.py", [], 3 * 0.100),              # 0.121 .. 0.220 (before the LoRA fine-tuning: ~3.1)
 ]
 
 

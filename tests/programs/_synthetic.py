@@ -4,11 +4,14 @@ Uses NumPy only, so the data are identical whichever framework ``import torch`` 
 import numpy as np
 
 
-def digits(n, seed=0, size=28):
+def digits(n, seed=0, size=28, block=1):
     """n images (n, 1, size, size) in [0, 1] and labels 0..9: each class a fixed random blob
-    pattern plus pixel noise, so a small net learns it in a few hundred steps."""
+    pattern plus pixel noise, so a small net learns it in a few hundred steps.  ``block`` > 1
+    makes the pattern of block x block squares (coarse shapes that survive small shifts)."""
     rng = np.random.default_rng(seed)
-    protos = np.random.default_rng(1234).random((10, size, size)) > 0.7
+    protos = np.random.default_rng(1234).random((10, size // block, size // block)) > 0.7
+    if block > 1:
+        protos = np.kron(protos, np.ones((block, block), dtype=bool))
     y = rng.integers(0, 10, n)
     x = protos[y].astype(np.float32) * 0.5 + rng.random((n, size, size)).astype(np.float32) * 0.6
     return np.clip(x, 0, 1)[:, None].astype(np.float32), y.astype(np.int64)

@@ -50,12 +50,25 @@ def argsort(x, dim=-1, descending=False, stable=False):
     d = _dim(dim, a.ndim, "argsort")
     # (CuPy sorts stably, and takes no other kind)
     kind = "stable" if stable or descending or lib is not xp else "quicksort"
-    if descending:  # stable descending order: sort the negated keys (ties keep their order)
-        key = -a if a.dtype.kind in "fi" else ~a
-        idx = lib.argsort(key, axis=d, kind=kind)
-    else:
-        idx = lib.argsort(a, axis=d, kind=kind)
+    idx = _descending_order(a, d, lib, kind) if descending else lib.argsort(a, axis=d, kind=kind)
     return Tensor._make(idx.astype(xp.int64))
+
+
+def _descending_order(a, d, lib, kind="stable"):
+    """Indices that sort ``a`` along axis ``d`` in descending order, ties (and NaNs) in their
+    original order, NaN first: PyTorch counts NaN as larger than every number (an ascending
+    sort puts NaN last, as NumPy does).  Keys: -a for floats, ~a for integers and bools (-a
+    would overflow at the smallest integer)."""
+    key = -a if a.dtype.kind in "fc" else ~a
+    idx = lib.argsort(key, axis=d, kind=kind)
+    if a.dtype.kind in "fc":
+        nan = lib.isnan(a)
+        # (on the host the reorder is skipped when there is no NaN; on a device it always runs,
+        # as asking would read a device value)
+        if lib is not xp or bool(nan.any()):
+            nan_first = ~lib.take_along_axis(nan, idx, axis=d)   # False (sorts first) at NaN
+            idx = lib.take_along_axis(idx, lib.argsort(nan_first, axis=d, kind="stable"), axis=d)
+    return idx
 
 
 @torch_args(tensor_first=True)
@@ -80,9 +93,14 @@ def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
         # same keys give the values and the indices in the same order, without gather's op (on
         # short rows two sorts take 2.7 us where one sort and np.take_along_axis take 5.5, at 65)
         key = -a if largest else a
-        vals = xp.sort(key, axis=d, kind="stable")[first]
-        idx = key.argsort(axis=d, kind="stable")[first].astype(xp.int64, copy=False)
-        return TopKResult(Tensor._make(-vals if largest else vals), Tensor._make(idx))
+        if largest and bool(xp.isnan(a).any()):    # NaN is the largest: the NaN-aware order
+            idx = _descending_order(a, d, xp)[first]
+            vals = xp.take_along_axis(a, idx, axis=d)
+        else:
+            vals = xp.sort(key, axis=d, kind="stable")[first]
+            vals = -vals if largest else vals
+            idx = key.argsort(axis=d, kind="stable")[first]
+        return TopKResult(Tensor._make(vals), Tensor._make(idx.astype(xp.int64, copy=False)))
     idx = argsort(x, d, descending=largest, stable=True)._data
     idx = idx[first] if x.ndim else idx
     idx_t = Tensor._make(idx)
@@ -165,18 +183,40 @@ def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
     return outs[0] if qa.ndim == 0 else stack(outs, 0)
 
 
+def _median_positions(a, d, s):
+    """Where each row's median sits in its ascending sort along ``d`` when NaNs are present (a
+    keepdim index tensor): the first NaN (the sort puts the NaNs last, in their order), else
+    (n - 1) // 2.  None when there is no NaN (asked on the host only; on a device the positions
+    are always built, as asking would read a device value)."""
+    if a.dtype.kind not in "fc" or a.ndim == 0:
+        return None
+    lib = _ns(a)
+    nan = lib.isnan(a)
+    if lib is xp and not nan.any():
+        return None
+    n = a.shape[d]
+    c = nan.sum(axis=d, keepdims=True)
+    return Tensor._make(lib.where(c > 0, n - c, (n - 1) // 2).astype(xp.int64))
+
+
 @torch_args(tensor_first=True)
 def median(x, dim=None, keepdim=False):
-    """The lower median, as PyTorch: element (n - 1) // 2 of the sorted values.  With ``dim``:
+    """The lower median, as PyTorch: element (n - 1) // 2 of the sorted values, or NaN (the first
+    NaN of the row, with its index) where the row holds one (nanmedian skips them).  With ``dim``:
     (values, indices), a named pair."""
     if dim is None:
         flat = reshape(x, (-1,))
         s = sort(flat)
-        return s.values[(flat.shape[0] - 1) // 2]
+        k = _median_positions(flat._data, 0, s)
+        return s.values[(flat.shape[0] - 1) // 2] if k is None else gather(s.values, 0, k)[0]
     d = _dim_args(x, dim, "median")
     s = sort(x, d)
-    k = (x.shape[d] - 1) // 2
-    vals, idx = narrow(s.values, d, k, 1), narrow(s.indices, d, k, 1)
+    k = _median_positions(x._data, d, s)
+    if k is None:
+        k = (x.shape[d] - 1) // 2
+        vals, idx = narrow(s.values, d, k, 1), narrow(s.indices, d, k, 1)
+    else:
+        vals, idx = gather(s.values, d, k), gather(s.indices, d, k)
     if not keepdim:
         vals, idx = squeeze(vals, d), squeeze(idx, d)
     return _Median(vals, idx)

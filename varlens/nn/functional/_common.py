@@ -4,6 +4,7 @@ check, in-place variants and small shape utilities.
 from __future__ import annotations
 
 import functools
+import inspect
 import numbers
 
 from varlens.core import array as B
@@ -133,6 +134,35 @@ def _ntup(v, n, name, op, minimum):
     if len(v) != n or any(a < minimum for a in v):
         raise ValueError(f"{op}: {name} must be an int or a tuple of {n} ints >= {minimum}, got {v!r}")
     return v
+
+
+def _tensor_args(*names, optional=()):
+    """Declare which arguments of an nn.functional op must be Tensors: a list, NumPy array or
+    number there raises torch's "fn(): argument 'weight' (position 2) must be Tensor, not list"
+    (NotTensorError: a TypeError, and the AttributeError torch's Python-written ops raise) before
+    the op reads ``.shape`` or ``._data`` from it.  Names in ``optional`` may also be None.  The
+    positions are read from the signature once; a call pays one isinstance per named argument."""
+    def mark(fn):
+        params = list(inspect.signature(fn).parameters)
+        spec = tuple((params.index(n), n, n in optional) for n in names)
+        op = fn.__name__
+
+        @functools.wraps(fn)
+        def checked(*args, **kwargs):
+            n = len(args)
+            for i, name, opt in spec:
+                if i < n:
+                    v = args[i]
+                elif name in kwargs:
+                    v = kwargs[name]
+                else:
+                    continue
+                if not isinstance(v, Tensor) and not (opt and v is None):
+                    raise NotTensorError(f"{op}(): argument '{name}' (position {i + 1}) must be Tensor, "
+                                         f"not {type_name(v)}")
+            return fn(*args, **kwargs)
+        return checked
+    return mark
 
 
 def _tensor_input(fn):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from varlens import ops as _ops
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
-from varlens.nn.functional._common import _const, _dtype_name, _inplace, _shape, _tensor_input
+from varlens.nn.functional._common import _tensor_args, _const, _dtype_name, _inplace, _shape, _tensor_input
 from varlens.random import generator_for
 from varlens.core import array as B
 
@@ -60,6 +60,7 @@ def _check_prelu(input, weight, what):
                                f"input of shape {tuple(input.shape)})")
 
 
+@_tensor_args("input", "weight")
 def prelu(input, weight):
     _check_prelu(input, weight, "prelu")
     return _prelu(input, weight)
@@ -146,6 +147,7 @@ def softmax2d(input):
     return _ops.softmax(input, -3)
 
 
+@_tensor_args("logits")
 def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1, *, generator=None):
     """softmax((logits + g)/tau) with g ~ Gumbel(0, 1); ``hard`` returns the one-hot argmax in
     the forward pass with the soft sample's gradient (straight-through)."""

@@ -9,7 +9,7 @@ from varlens import ops as _ops
 from varlens.core.array import xp
 from varlens.core import array as B
 from varlens.core.tensor import Tensor
-from varlens.nn.functional._common import _ntup, _one, _require_tensor, _shape
+from varlens.nn.functional._common import _tensor_args, _ntup, _one, _require_tensor, _shape
 from varlens.nn.functional.vision import _pad_nd
 from varlens.ops.nn.conv import conv1d, conv2d, conv_transpose2d  # noqa: F401
 
@@ -151,6 +151,7 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
     return _ops.squeeze(y, -2)
 
 
+@_tensor_args("input", "weight", "bias")
 def conv_tbc(input, weight, bias, pad=0):
     """1-D convolution in time-batch-channel layout: input (T, B, C_in), weight (k, C_in, C_out),
     bias (C_out,), ``pad`` zeros on both ends of time; output (T + 2 pad - k + 1, B, C_out)."""

@@ -6,15 +6,17 @@ from varlens import ops as _ops
 from varlens.core import array as B
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
-from varlens.nn.functional._common import _require_tensor, _shape, _straight_through
+from varlens.nn.functional._common import _tensor_args, _require_tensor, _shape, _straight_through
 
 
 
+@_tensor_args("x1", "x2")
 def pairwise_distance(x1, x2, p=2.0, eps=1e-06, keepdim=False):
     return _ops.norm(x1 - x2 + eps, p, -1, keepdim)
 
 
 # ---------------------------------------------------------------- distances, normalisation
+@_tensor_args("x1", "x2")
 def cosine_similarity(x1, x2, dim=1, eps=1e-08):
     """sum((x1/|x1|) (x2/|x2|)) along dim, each norm clamped below at eps.  As PyTorch, the
     clamp changes the value only: the derivative is taken as if the norm were unclamped."""

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from varlens import ops as _ops
 from varlens.ops.nn import linear as _nn
+from varlens.nn.functional._common import _tensor_args
 
 
 
 
 # ---------------------------------------------------------------- linear layers
+@_tensor_args("input", "weight", "bias", optional=("bias",))
 def linear(input, weight, bias=None):
     """y = x W^T + b, weight of shape (out_features, in_features)."""
     return _nn.linear(input, weight, bias)
 
 
+@_tensor_args("input1", "input2", "weight", "bias", optional=("bias",))
 def bilinear(input1, input2, weight, bias=None):
     """y_k = x1^T W_k x2 + b_k with weight of shape (out, in1, in2)."""
     if input1.shape[-1] != weight.shape[1] or input2.shape[-1] != weight.shape[2]:

@@ -11,7 +11,7 @@ from varlens.core import array as B
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
 from varlens.nn.functional._errors import ArgRuntimeError
-from varlens.nn.functional._common import (_arr, _const, _dtype_name, _need_tensor, _require_tensor, _shape,
+from varlens.nn.functional._common import (_tensor_args, _arr, _const, _dtype_name, _need_tensor, _require_tensor, _shape,
                                            NotATensorError)
 from varlens.nn.functional.activation import logsigmoid
 from varlens.nn.functional.distance import pairwise_distance
@@ -234,6 +234,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                                   all_real=real)
 
 
+@_tensor_args("input", "target", "weight", optional=("weight",))
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
     """-w[y] * input[y] for log-probabilities ``input`` (N, C, ...); 'mean' divides by the
@@ -312,6 +313,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     return _BinaryCrossEntropy.apply(input, target, w, reduction=reduction)
 
 
+@_tensor_args("input", "target", "weight", "pos_weight", optional=("weight", "pos_weight"))
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None):
     """Sigmoid + binary cross-entropy in one stable op; gradient w (sigmoid(x) - y) without
@@ -519,6 +521,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
     return _reduce(pos + neg, r)
 
 
+@_tensor_args("anchor", "positive", "negative")
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-06, swap=False,
                         size_average=None, reduce=None, reduction="mean"):
     """max(0, margin + d(a, p) - d(a, n)) with d = pairwise_distance(., ., p, eps); ``swap``

@@ -7,12 +7,13 @@ from varlens import ops as _ops
 from varlens.core import array as B
 from varlens.core.array import xp
 from varlens.core.tensor import Tensor
-from varlens.nn.functional._common import _dtype_name, _require_tensor, _shape, _tensor_input
+from varlens.nn.functional._common import _tensor_args, _dtype_name, _require_tensor, _shape, _tensor_input
 from varlens.ops.nn import norm as _nn_norm_mod
 
 
 
 # ---------------------------------------------------------------- normalisation
+@_tensor_args("input", "running_mean", "running_var", "weight", "bias", optional=("running_mean", "running_var", "weight", "bias"))
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-05, *, eps_mode="sqrt"):
     """Batch normalisation over every axis but the channel axis 1 of (N, C, ...).
@@ -92,6 +93,7 @@ def _check_norm_input(input, shape, what, *params):
             raise RuntimeError(f"{what}: {name} must have the normalized shape {shape}, got {tuple(p._data.shape)}")
 
 
+@_tensor_args("input", "weight", "bias", optional=("weight", "bias"))
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
     """Normalise each example over its last len(normalized_shape) axes (seed 003 §4.3.3)."""
     shape = _norm_shape(normalized_shape)
@@ -107,6 +109,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
     return _nn_norm_mod.LayerNorm.apply(input, weight, bias, nd=len(shape), eps=eps)
 
 
+@_tensor_args("input", "weight", optional=("weight",))
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """y = x / sqrt(mean(x^2) + eps) * weight over the last axes; eps=None uses the dtype's
     machine epsilon (PyTorch 2.4+)."""
@@ -117,6 +120,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     return _nn_norm_mod.RMSNorm.apply(input, weight, nd=len(shape), eps=eps)
 
 
+@_tensor_args("input", "weight", "bias", optional=("weight", "bias"))
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
     """Normalise each example over groups of channels (and all spatial positions)."""
     _check_group_norm(input, num_groups, weight, bias, "group_norm")
@@ -199,6 +203,7 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     return input / div
 
 
+@_tensor_args("input", "running_mean", "running_var", "weight", "bias", optional=("running_mean", "running_var", "weight", "bias"))
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats=True, momentum=0.1, eps=1e-05):
     """Normalise each (example, channel) over its spatial positions.  With running buffers and

@@ -394,18 +394,49 @@ def _source_coord(c, n, padding_mode, align_corners):
     return x
 
 
+def _cubic_weights(t, a=-0.75):
+    """The cubic convolution weights of the neighbours at -1, 0, 1, 2 for a fraction t in [0, 1)
+    (Keys' kernel: 1 - (a+3)s^2 + (a+2)s^3 for |s| <= 1, a(|s|^3 - 5s^2 + 8|s| - 4) for
+    1 < |s| < 2, with a = -0.75 as PyTorch); polynomials in t, so t gets their derivative."""
+    def near(s):
+        return ((a + 2) * s - (a + 3)) * s * s + 1
+
+    def far(s):
+        return ((a * s - 5 * a) * s + 8 * a) * s - 4 * a
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
+def _padded_index(i, n, padding_mode, align_corners, lib):
+    """Integer neighbour positions ``i`` along an axis of size ``n`` after grid_sample's padding:
+    clamped ('border'), mirrored then clamped ('reflection'), or left outside ('zeros', where the
+    tap reads 0)."""
+    if padding_mode == "zeros":
+        return i
+    if padding_mode == "reflection":
+        lo2, hi2 = (0, 2 * (n - 1)) if align_corners else (-1, 2 * n - 1)
+        if lo2 == hi2:          # one pixel with align_corners: every position reflects onto it
+            return lib.zeros_like(i)
+        mn, span = lo2 / 2, (hi2 - lo2) / 2
+        a = lib.abs(i - mn)
+        flips = lib.floor(a / span)
+        extra = a - flips * span
+        i = lib.where(flips % 2 == 0, extra + mn, span - extra + mn)
+    return lib.clip(i, 0, n - 1).astype(xp.int64)
+
+
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
     """Sample (N, C, H, W) ``input`` at the normalised (x, y) locations of ``grid`` (N, Ho, Wo, 2):
     -1/+1 are the outer edges of the corner pixels (their centres with ``align_corners``).
     'bilinear' weights the four neighbours (gradient to the input through the gather, to the
-    grid through the weights); 'nearest' rounds half to even (no gradient to the grid).
-    padding_mode 'zeros', 'border' or 'reflection'.  4-D input only."""
+    grid through the weights); 'nearest' rounds half to even (no gradient to the grid);
+    'bicubic' weights the 4 x 4 neighbours with the cubic convolution kernel (a = -0.75), the
+    padding applied to each neighbour's position, as PyTorch.  padding_mode 'zeros', 'border' or
+    'reflection'.  4-D input only."""
     op = "grid_sample"
     _require_tensor(input, "input", op)
     _require_tensor(grid, "grid", op)
-    if mode not in ("bilinear", "nearest"):
-        raise NotImplementedError(f"{op}: mode must be 'bilinear' or 'nearest' ('bicubic' is not supported), "
-                                  f"got {mode!r}")
+    if mode not in ("bilinear", "nearest", "bicubic"):
+        raise ValueError(f"{op}: mode must be 'bilinear', 'nearest' or 'bicubic', got {mode!r}")
     if padding_mode not in ("zeros", "border", "reflection"):
         raise ValueError(f"{op}: padding_mode must be 'zeros', 'border' or 'reflection', got {padding_mode!r}")
     if input.ndim != 4:
@@ -417,8 +448,6 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     N, C, H, W = _shape(input)
     Ho, Wo = grid.shape[1], grid.shape[2]
     lib = B.namespace(grid._data)   # the grid's library: indices and weights stay on its device
-    gx = _source_coord(_ops.getitem(grid, (Ellipsis, 0)), W, padding_mode, ac)    # (N, Ho, Wo)
-    gy = _source_coord(_ops.getitem(grid, (Ellipsis, 1)), H, padding_mode, ac)
     flat = _ops.reshape(input, (N, C, H * W))
 
     def tap(ix, iy):
@@ -428,6 +457,25 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         v = _ops.reshape(v, (N, C, Ho, Wo))
         return _ops.where(inside[:, None], v, 0.0)
 
+    if mode == "bicubic":
+        # the unpadded source position; padding moves each of the 16 integer neighbours instead
+        gx = _unnormalize(_ops.getitem(grid, (Ellipsis, 0)), W, ac)
+        gy = _unnormalize(_ops.getitem(grid, (Ellipsis, 1)), H, ac)
+        x0, y0 = lib.floor(gx._data), lib.floor(gy._data)
+        wx = _cubic_weights(_ops.unsqueeze(gx - Tensor._make(x0), 1))
+        wy = _cubic_weights(_ops.unsqueeze(gy - Tensor._make(y0), 1))
+        x0i, y0i = x0.astype(xp.int64), y0.astype(xp.int64)
+        xs = [_padded_index(x0i + j, W, padding_mode, ac, lib) for j in (-1, 0, 1, 2)]
+        ys = [_padded_index(y0i + i, H, padding_mode, ac, lib) for i in (-1, 0, 1, 2)]
+        out = None
+        for i in range(4):
+            row = tap(xs[0], ys[i]) * wx[0]
+            for j in range(1, 4):
+                row = row + tap(xs[j], ys[i]) * wx[j]
+            out = row * wy[i] if out is None else out + row * wy[i]
+        return out
+    gx = _source_coord(_ops.getitem(grid, (Ellipsis, 0)), W, padding_mode, ac)    # (N, Ho, Wo)
+    gy = _source_coord(_ops.getitem(grid, (Ellipsis, 1)), H, padding_mode, ac)
     if mode == "nearest":
         ix = lib.round(gx._data).astype(xp.int64)     # round half to even, as nearbyint
         iy = lib.round(gy._data).astype(xp.int64)

@@ -21,6 +21,7 @@ figure; medians over blocks are robust to the load spikes of the shared machine.
 
     python benchmarks/bench_lens.py            # print the table
     python benchmarks/bench_lens.py --write    # also refresh its section of RESULTS.md
+    python benchmarks/bench_lens.py --quick --steps 1000   # only the target row (no lens vs lens every step)
 """
 from __future__ import annotations
 
@@ -128,6 +129,23 @@ def run(sizes, batch, steps):
     return {k: statistics.median(v) for k, v in times.items()}, times
 
 
+def quick(sizes, batch, steps):
+    """Only the target row: no lens against Lens(model) sampling every step (op-level recording
+    on, the defaults), in interleaved blocks of 10 steps; the overhead from the median block's
+    wall-clock time and from its process CPU time (the steadier of the two on a shared host)."""
+    torch.set_num_threads(1)
+    g = np.random.default_rng(0)
+    x = vl.tensor(g.standard_normal((batch, sizes[0])).astype(np.float32))
+    y = vl.tensor(g.integers(0, sizes[-1], batch))
+    m0, _ = build(sizes)
+    m1, _ = build(sizes)
+    kernels.compiled()
+    variants = {"none": make_step(m0, x, y), "lens": make_step(m1, x, y, Lens(m1))}
+    wall, cpu = interleaved_blocks(variants, steps, block=10, warm=3)
+    return {name: statistics.median(t["lens"]) / statistics.median(t["none"]) - 1
+            for name, t in (("wall", wall), ("cpu", cpu))}
+
+
 def paired(sizes, batch, rounds):
     """Per round, 5 steps of each variant back to back in a shuffled order; the overhead is the
     median over rounds of (variant time / no-lens time) - 1.  Pairing within a round cancels
@@ -166,7 +184,15 @@ def main():
     ap.add_argument("--steps", type=int, default=200, help="interleaved steps per variant")
     ap.add_argument("--paired", type=int, default=0, metavar="ROUNDS",
                     help="only the paired per-round overhead ratios of the 784-512-512-10 MLP (a loaded host)")
+    ap.add_argument("--quick", action="store_true",
+                    help="only the target row (784-512-512-10, lens every step against no lens); prints, writes nothing")
     args = ap.parse_args()
+    if args.quick:
+        res = quick((784, 512, 512, 10), 128, args.steps)
+        print(f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; {machine()}; 784-512-512-10, "
+              f"batch 128, {args.steps} steps per variant in interleaved blocks of 10; lens every step: overhead "
+              f"{res['wall'] * 100:+.1f}% (median block wall time), {res['cpu'] * 100:+.1f}% (median block CPU time)")
+        return 0
     if args.paired:
         res = paired((784, 512, 512, 10), 128, args.paired)
         print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; {machine()}; 784-512-512-10, "
@@ -206,8 +232,9 @@ def main():
               "weight gradients on one sampled step in 10) the overhead is in the 'overhead' column; reading the "
               "5 MB of weights and 5 MB of weight gradients on every step as well is the next column. Each "
               "recorded tensor is read once by the lens's compiled kernel (varlens/lens/kernels.py, numba: sum, "
-              "sum of squares, per-row spread, max |x| and exact zeros accumulated in float64, about 7 us hot on "
-              "a (128, 512) float32 activation); the 'NumPy statistics' column is the same lens on the NumPy "
+              "sum of squares, per-row spread, max |x| and exact zeros; float32 data summed in float32 vector "
+              "lanes per block of a row, the blocks added up in float64, with float64 sums where float32 would "
+              "lose precision; about 7 us hot on a (128, 512) float32 activation); the 'NumPy statistics' column is the same lens on the NumPy "
               "fallback a user without numba gets (five passes per tensor). Per step the lens reads 5 module "
               "outputs, 5 gradients and the input batch, and one step in 10 the weights; the rest is hook "
               "bookkeeping. The tiny MLP is overhead-bound (a dozen small tensors per step), so the fixed "

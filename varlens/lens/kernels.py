@@ -4,9 +4,16 @@
 sum of squares, the sum over rows of each row's squared sum of squares (the spread of the
 per-row second moments, for confidence intervals), max |x| and the number of exact zeros
 (+0.0 and -0.0), or None when the matrix holds a NaN or an Inf (the caller then counts them on its slower
-path).  The compiled kernel (numba) accumulates in float64 and takes |x| and the zero test
-from the bit pattern (sign bit cleared): an integer max and an integer compare, which the
-compiler vectorises, where a float max with NaN semantics would not be.  A bit pattern at or
+path).  The compiled kernels (numba) take |x| and the zero test from the bit pattern (sign
+bit cleared): an integer max and an integer compare, which the compiler vectorises, where a
+float max with NaN semantics would not be.  float64 data is summed in float64; float32 data
+in float32 vector lanes within blocks of a row, the blocks added up in float64 (about 1e-7
+relative), and in float64 wherever float32 would lose what float64 keeps (rows32 in
+``_compile`` says when).  In a training step the float32 lanes and int32 bit lanes (8 values
+per 256-bit vector, where float64 sums and int64 counters gave 4; numba widens int32
+arithmetic to int64 unless cast back) took the lens's overhead on bench_lens.py's MLP from
+18.8% to 13.1% (the earlier float64 kernel with 512-bit vectors against this one, same-process
+A/B, 100 rounds of 10 steps, loaded host, 2026-11-26).  A bit pattern at or
 above the exponent-all-ones pattern is an Inf or a NaN, so the same integer max also tells
 whether every value was finite.  NumPy (five passes: max, min, row sums by BLAS, per-row
 sums of squares, the zero count) is the fallback when numba is missing, or when
@@ -33,24 +40,36 @@ from varlens.core.array import ones_cached
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
+_FAST_DTYPES = (_F32, _F64)
 # |x| * sqrt(row width) below this cannot overflow a row's float sum of squares (NumPy path)
 _SAFE = {_F32: math.sqrt(float(np.finfo(np.float32).max)) / 2,
          _F64: math.sqrt(float(np.finfo(np.float64).max)) / 2}
 
-_kernels = None      # the compiled kernel (on first use); False: no numba, NumPy passes instead
+# rows32 (below): columns per float32 block, and the bit patterns of 2^-50, 2^50 and +inf
+_BLOCK = 2048
+_LO32 = int(np.array(2.0 ** -50, np.float32).view(np.int32))
+_HI32 = int(np.array(2.0 ** 50, np.float32).view(np.int32))
+_INF32 = int(np.array(np.inf, np.float32).view(np.int32))
+
+_kernels = None      # {dtype: compiled row kernel} (on first use); False: no numba, NumPy passes instead
 _col_kernel = None   # the compiled per-column kernel, made with _kernels
 _num_kernel = None   # the compiled headroom counter, made with _kernels
 
 
 def _compile():
-    """The numba kernel, or False if numba is unavailable or disabled."""
+    """The row kernels ({dtype: kernel}), or False if numba is unavailable or disabled."""
     if os.environ.get("VARLENS_NO_NUMBA", "") not in ("", "0"):
         return False
     try:
         import numba
-        # the core's 512-bit vector attribute (AVX-512 hosts; no effect elsewhere).  Measured hot
-        # on a (128, 512) float32 array on this Intel host, 2026-11-26, loaded: cols about 20 ->
-        # 15 us, rows about 16-24 -> 15-18 us (LLVM's default here is 256-bit vectors)
+        from llvmlite import ir
+        from numba.core import types
+        from numba.extending import intrinsic
+        # the core's 512-bit vector attribute (AVX-512 hosts; no effect elsewhere), for the
+        # per-column kernel only: measured hot on a (128, 512) float32 array on this Intel host,
+        # 2026-11-26, cols about 20 -> 15 us.  The row kernels keep LLVM's 256-bit default: inside
+        # a training step (bench_lens.py) 512-bit rows cost more than they save (same-process
+        # A/B, 100 rounds, 2026-11-26: lens overhead +17.5% with 512-bit float64 rows, +15.1% 256-bit)
         from varlens.ops.kernels.compiled import wide_vectors
     except ImportError:
         return False
@@ -58,40 +77,113 @@ def _compile():
     # NaN and Inf stay well defined (they are detected from the bits, not from the sums)
     fm = {"reassoc", "contract", "nsz", "arcp"}
     jit = numba.njit(fastmath=fm, nogil=True, boundscheck=False, cache=True)
+    @intrinsic
+    def as_float(typingctx, v):
+        """An int32's (int64's) bits as a float32 (float64): an LLVM bitcast."""
+        if v == types.int32:
+            return types.float32(v), lambda context, builder, sig, args: builder.bitcast(args[0], ir.FloatType())
+        if v == types.int64:
+            return types.float64(v), lambda context, builder, sig, args: builder.bitcast(args[0], ir.DoubleType())
+        return None
+
+    @intrinsic
+    def bits_as(typingctx, v, like):
+        """Integer bits ``v`` (of any width) read back as a value of array ``like``'s float type
+        (float32 or float64), returned as a float64."""
+        single = like.dtype == types.float32
+
+        def codegen(context, builder, sig, args):
+            if single:
+                i = builder.trunc(args[0], ir.IntType(32)) if v.bitwidth > 32 else args[0]
+                return builder.fpext(builder.bitcast(i, ir.FloatType()), ir.DoubleType())
+            i = builder.sext(args[0], ir.IntType(64)) if v.bitwidth < 64 else args[0]
+            return builder.bitcast(i, ir.DoubleType())
+        return types.float64(v, like), codegen
+
+    i32 = np.int32
+    mask32 = np.int32(0x7FFFFFFF)
+    mask64 = np.int64(0x7FFFFFFFFFFFFFFF)
+    f32 = np.float32
+    block = _BLOCK
+    lo, hi, inf32 = _LO32, _HI32, _INF32
 
     @jit
-    def rows(x, bits, masks):
-        """One pass over x (m, w); ``bits`` is x's data seen as signed integers of its width,
-        ``masks[0]`` clears the sign bit (an array: a NumPy scalar argument costs the call more
-        than the pass over a small tensor).  Returns (sum, sum of squares, sum of squared row
-        sums of squares, the largest |x| bit pattern, exact zeros)."""
-        wide_vectors()
-        mask = masks[0]
+    def rows_exact(x, bits, mask):
+        """One pass over x (m, w) with every sum in float64 lanes: float64 data (``bits``: its
+        int64 view), and float32 data where rows32's float32 lanes would lose precision (its
+        int32 view).  Returns (sum, sum of squares, sum over rows of the squared row sum of
+        squares, max |x|, exact zeros); |x| and the zero test come from the bits with the sign
+        bit cleared (``mask``: an integer max and compare, which vectorise where a float max
+        with NaN semantics would not).  The largest pattern read back as a float is max |x|,
+        or an Inf or a NaN if the data holds one."""
         m, w = x.shape
-        zero = mask ^ mask
-        one = zero + 1
-        s = 0.0
-        s2 = 0.0
-        ss = 0.0
-        top = zero
-        z = 0
+        top = z = 0
+        s = s2 = ss = 0.0
         for i in range(m):
-            rs = 0.0
-            r2 = 0.0
-            rz = zero
-            base = i * w
+            rs = r2 = 0.0
             for j in range(w):
                 v = np.float64(x[i, j])
                 rs += v
                 r2 += v * v
-                b = bits[base + j] & mask
-                top = b if b > top else top
-                rz += one if b == zero else zero
+                b = bits[i, j] & mask
+                z += b == 0
+                top = b if b > top else top   # noqa: FURB136 (a select: vectorises in numba)
+            s += rs
+            s2 += r2
+            ss += r2 * r2
+        return s, s2, ss, bits_as(top, x), z
+
+    @jit
+    def rows64(x):
+        """float64 data: :func:`rows_exact`."""
+        return rows_exact(x, x.view(np.int64), mask64)
+
+    @jit
+    def rows32(x):
+        """float32 data: the same five results (max |x| exact: it is one of the values).  Each row is read in blocks of ``block``
+        columns; within a block the sums run in float32 vector lanes (each lane's partial sum
+        holds a few dozen terms), and each block's sums are added to the row's in float64, so
+        the float32 rounding stays at the level of one block however long the row (about 1e-7
+        relative).  Integer lanes (int32: the compiler keeps 8 lanes per 256-bit vector for
+        everything) give max |x| and the zero count exactly.  Where float32 lanes could lose
+        what float64 keeps, the pass is redone with float64 sums (rows_exact): values at or
+        above 2^50 (squares near float32's range) or all below 2^-50 (squares below its normal
+        range), and data whose mean is large against its spread (mean^2 > 63 var: the variance
+        s2/n - mean^2 would magnify the float32 rounding)."""
+        bits = x.view(np.int32)
+        m, w = x.shape
+        zero = i32(0)
+        f0 = f32(0.0)
+        top = zero
+        z = 0
+        s = s2 = ss = 0.0          # float64 totals
+        for i in range(m):
+            rs = r2 = 0.0          # the row's, float64
+            rz = zero
+            for j0 in range(0, w, block):
+                xb = x[i, j0:j0 + block]
+                bb = bits[i, j0:j0 + block]
+                bs = f0
+                bq = f0
+                for j in range(xb.shape[0]):
+                    v = xb[j]
+                    bs += v
+                    bq += v * v
+                    b = i32(bb[j] & mask32)
+                    rz = i32(rz + (b == zero))
+                    top = b if b > top else top   # noqa: FURB136 (a select: vectorises in numba)
+                rs += np.float64(bs)
+                r2 += np.float64(bq)
             s += rs
             s2 += r2
             ss += r2 * r2
             z += rz
-        return s, s2, ss, top, z
+        if top >= inf32:                 # a NaN or an Inf: the caller takes its slower path
+            return s, s2, ss, np.float64(as_float(top)), z
+        n = m * w
+        if top >= hi or (top < lo and top != zero) or s * s > (63.0 / 64.0) * n * s2:
+            return rows_exact(x, bits, mask32)
+        return s, s2, ss, np.float64(as_float(top)), z
 
     @jit
     def numerics(flat, step, tiny16, tiny_bf16, big16):
@@ -132,7 +224,7 @@ def _compile():
 
     global _col_kernel
     _col_kernel = cols
-    return rows
+    return {_F32: rows32, _F64: rows64}
 
 
 def compiled():
@@ -149,38 +241,29 @@ def _loaded():
     return _kernels
 
 
-# per dtype: (integer dtype of its width, sign-clearing mask, bit pattern of +inf, and a
-# one-element integer array with its float view, to read the largest pattern back as |x|)
-_BITS = {}
-for _f, _i in ((_F32, np.int32), (_F64, np.int64)):
-    _buf = np.zeros(1, _i)
-    _inf = int(np.array(np.inf, _f).view(_i))
-    _BITS[_f] = (np.dtype(_i), np.array([(1 << (8 * _f.itemsize - 1)) - 1], _i), _inf, _buf, _buf.view(_f))
-
-
 def row_stats(x):
     """(s1, s2, ss, amax, zeros) of a C-contiguous float32/float64 matrix, or None if any value
     is NaN or Inf (or, on the NumPy path, too large for a float sum of squares).
 
     s1: sum of all elements; s2: sum of squares; ss: sum over rows of (row's sum of squares)^2
     (with s2, the spread of the per-row second moments); amax: max |x|; zeros: exact zeros.
+    float64 data is summed in float64; float32 data in float32 blocks added up in float64
+    (relative error about 1e-7; see rows32 in _compile for when it falls back to float64 sums).
     The sums of float64 data above about 1e154 can still overflow to Inf: callers check them.
     """
     k = _kernels if _kernels is not None else _loaded()
     if k is False:
         return row_stats_numpy(x)
-    ity, mask, inf, buf, fview = _BITS[x.dtype]
-    s, s2, ss, top, z = k(x, x.reshape(-1).view(ity), mask)
-    if top >= inf:                     # an Inf (== inf) or a NaN (> inf) somewhere
+    r = k[x.dtype](x)
+    if not r[3] < math.inf:            # the largest |x| bit pattern is an Inf or a NaN's
         return None
-    buf[0] = top
-    return s, s2, ss, float(fview[0]), z
+    return r
 
 
 def headroom_counts(flat, step, tiny16, tiny_bf16, big16):
     """(count of 0 < |x| < tiny16, of 0 < |x| < tiny_bf16, of |x| > big16, elements read) over
     the strided sample flat[::step] of a 1-d host float array (NaN counts in none)."""
-    if (_kernels if _kernels is not None else _loaded()) is False or flat.dtype not in _BITS:
+    if (_kernels if _kernels is not None else _loaded()) is False or flat.dtype not in _FAST_DTYPES:
         s = np.abs(flat[::step])
         with np.errstate(invalid="ignore"):
             nz = s > 0
@@ -224,3 +307,54 @@ def row_stats_numpy(x):
     rq = np.vecdot(x, x).astype(np.float64, copy=False)
     z = int(np.count_nonzero(x == 0)) if mn <= 0.0 <= mx else 0
     return s, float(np.add.reduce(rq)), float(rq @ rq), amax, z
+
+
+# ------------------------------------------------------------------ the torch adapter's entry
+_at_kernels = None   # {dtype: row kernel reading (address, m, w)}, made on first use; False without numba
+
+
+def _compile_at():
+    """The row kernels behind a raw address (the torch adapter's entry, :func:`row_stats_at`)."""
+    k = _loaded()
+    if k is False:
+        return False
+    import numba
+    from numba.core import cgutils, types
+    from numba.core.extending import intrinsic
+
+    @intrinsic
+    def void_ptr(typingctx, addr):
+        """The integer ``addr`` as a void pointer, what numba.carray reads from."""
+        def codegen(context, builder, sig, args):
+            return builder.inttoptr(args[0], cgutils.voidptr_t)
+        return types.voidptr(types.intp), codegen
+
+    r32, r64 = k[_F32], k[_F64]
+    jit = numba.njit(nogil=True, cache=True)
+
+    @jit
+    def at32(addr, m, w):
+        return r32(numba.carray(void_ptr(addr), (m, w), np.float32))
+
+    @jit
+    def at64(addr, m, w):
+        return r64(numba.carray(void_ptr(addr), (m, w), np.float64))
+    return {_F32: at32, _F64: at64}
+
+
+def row_stats_at(addr, m, w, dtype):
+    """:func:`row_stats` of the C-contiguous (m, w) matrix of ``dtype`` (float32 or float64) stored
+    at address ``addr``, a torch tensor's ``data_ptr()``: the compiled row kernel reads that
+    memory with no array object made (a NumPy view of a torch tensor fresh from a matrix
+    product costs more than the kernel's pass over a (128, 512) float32 one).  The caller keeps
+    the memory alive and has checked dtype, device and layout.  False when numba is missing
+    or disabled (read through an array then)."""
+    global _at_kernels
+    if _at_kernels is None:
+        _at_kernels = _compile_at()
+    if _at_kernels is False:
+        return False
+    r = _at_kernels[dtype](addr, m, w)
+    if not r[3] < math.inf:            # an Inf or a NaN: the caller takes its counting path
+        return None
+    return r

@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+from weakref import ref as _weakref
 
 import numpy as np
 
@@ -221,6 +222,12 @@ class Lens:
         _bind()
         self.weight_every = weight_every
         self._summ = {}            # id(array) -> (array, summary): one summary per array per step
+        # id(gradient array) -> (weak reference, summary): a gradient handed to two records' hooks
+        # (both inputs of an addition) is read once, and none is kept alive past its use in
+        # backward (holding them costs the step more than the lens's own passes: the allocator
+        # cannot reuse their memory; same-process A/B on bench_lens.py's MLP, 2026-11-26:
+        # about 2 points of the overhead)
+        self._gsumm = {}
         self._cols = {}            # id(array) -> (array, kernels.col_sums of it or None): detail steps
         self._moms = {}            # id(array) -> (array, moments) of inputs no record produced
         self.model, self.every, self.grads, self.weights, self.ops = model, every, grads, weights, bool(ops)
@@ -241,10 +248,11 @@ class Lens:
             rec = module_selected(modules, name, mod)
             if self.ops:
                 self._handles.append(mod.register_forward_pre_hook(self._make_pre(path, mod is model)))
-            if rec or self.ops:
-                self._handles.append(mod.register_forward_hook(self._make_hook(path, rec), always_call=True))
-        # registered last, so it runs after the model's own record: one forward pass is over
-        self._handles.append(model.register_forward_hook(self._end_pass, always_call=True))
+            if rec or self.ops:        # (the model's own hook also ends the pass: one hook call fewer)
+                self._handles.append(mod.register_forward_hook(self._make_hook(path, rec, mod is model),
+                                                               always_call=True))
+            elif mod is model:         # after the model's own record (none here): one forward pass is over
+                self._handles.append(model.register_forward_hook(self._end_pass, always_call=True))
 
     def _end_pass(self, module, args, output):
         """The model's forward returned: the next call of a module is its first use again.
@@ -274,20 +282,23 @@ class Lens:
             return None
         return pre
 
-    def _make_hook(self, path, rec):
+    def _make_hook(self, path, rec, root=False):
+        """The forward hook of the module at ``path`` (``rec``: it has a module-level record;
+        ``root``: it is the model, whose hook also ends the forward pass after its record)."""
         stack = self._stack
         ops = self.ops
 
         def hook(module, args, output):
-            if not self._active:
-                return None
-            if ops and stack:
-                if stack[-1] == path:
-                    stack.pop()
-                elif path in stack:            # a child raised past its hook: unwind to here
-                    del stack[stack.index(path):]
-            if rec and output is not None:
-                self._record(path, module, args, output)
+            if self._active:
+                if ops and stack:
+                    if stack[-1] == path:
+                        stack.pop()
+                    elif path in stack:            # a child raised past its hook: unwind to here
+                        del stack[stack.index(path):]
+                if rec and output is not None:
+                    self._record(path, module, args, output)
+            if root:
+                self._end_pass(module, args, output)
             return None
         return hook
 
@@ -352,7 +363,24 @@ class Lens:
                 ax = unit_axis(a, rec.kind.startswith("Conv"))
                 rec.add_units(a, ax, cols=self._col_sums(a) if ax == a.ndim - 1 else None)
         if inp is not None:              # after the output: its summary may be this input's
-            self._note_input(rec, 0, inp._data, module)
+            d = inp._data                # (_note_input's common case, inline: an input that is a
+            ida = id(d)                  # summarised output, already linked, no detail, no norm)
+            hit = None
+            if not self._detail and rec.kind not in NORM_LIKE and rec.inputs:
+                prev = self._produced.get(ida)
+                hit = self._summ.get(ida) if (prev is None or prev[0] is not d or prev[1] == key
+                                              or (0, prev[1]) in rec.linked) else None
+            if hit is not None and hit[0] is d and hit[1][0]:
+                sm = hit[1]
+                if rec.kind in _SHAPED:
+                    rec.params["in_shape"] = tuple(d.shape)
+                im = rec.inputs[0]
+                im.sum_mean += sm[1]
+                im.sum_q += sm[2] / sm[0] + sm[1] * sm[1]
+                im.n += 1
+                im.shape = d.shape
+            else:
+                self._note_input(rec, 0, d, module)
         if bad:
             self._check_finite(rec, "forward")
         if out is None:
@@ -393,7 +421,8 @@ class Lens:
         prev = self._produced.get(ida)
         ins = rec.inputs
         im = ins[i] if i < len(ins) else rec.input(i)
-        if prev is not None and prev[0] is a and prev[1] != rec.key:
+        if prev is not None and prev[0] is a and prev[1] != rec.key and (i, prev[1]) not in rec.linked:
+            rec.linked.add((i, prev[1]))      # (linked once: what follows depends on the two keys alone)
             if im.producer is None:
                 im.producer = prev[1]
                 if i == 0 and rec.producer is None:
@@ -420,7 +449,10 @@ class Lens:
                 return
             m, q = mo[1], mo[2]
         if i:
-            im.add(m, q, a.shape)
+            im.sum_mean += m                  # (im.add, inline)
+            im.sum_q += q
+            im.n += 1
+            im.shape = a.shape
             return
         kind = rec.kind
         if module is not None:
@@ -434,7 +466,10 @@ class Lens:
             elif kind in _SHAPED:
                 rec.params["in_shape"] = tuple(a.shape)
         if not self._detail:
-            im.add(m, q, a.shape)
+            im.sum_mean += m                  # (im.add, inline)
+            im.sum_q += q
+            im.n += 1
+            im.shape = a.shape
             return
         if kind in MIXING_KINDS:
             self._feature_means(rec, a, self._col_sums(a))
@@ -519,15 +554,27 @@ class Lens:
         return _memo(self._cols, a, _col_sums_of)
 
     def _grad_hook(self, rec):
-        summ = self._summ
+        summ = self._gsumm
 
         def hook(g):
             a = g._data
-            sm = _memo(summ, a, summarize) if a.size else None
-            rec.grad.update(a, None, sm)
-            if sm is not None and (sm[5] or sm[6]):
+            if not a.size:
+                rec.grad.update(a, None, None)
+                return
+            ida = id(a)                       # (_memo and Stats.update, inline)
+            hit = summ.get(ida)
+            if hit is not None and hit[0]() is a:
+                sm = hit[1]
+            else:
+                sm = summarize(a)
+                summ[ida] = (_weakref(a), sm)
+            st = rec.grad                     # (Stats.update without its checks)
+            st.calls += 1
+            st.shape = a.shape
+            st.merge(sm)
+            if sm[5] or sm[6]:
                 self._check_finite(rec, "backward", sm)
-            if self._detail and a.size:
+            if self._detail:
                 rec.grad.update_numerics(a)
                 if rec.params.get("feeds_mixing"):
                     ax = unit_axis(a, rec.params["feeds_mixing"] == "conv")
@@ -572,18 +619,47 @@ class Lens:
                         derived = False
             if derived:
                 rec.params["param_derived"] = True
-        sm = _memo(self._summ, a, summarize)
-        rec.out.update(a, rec.sat_kind, sm)
+        summ = self._summ                        # (_memo and Stats.update, inline: every op)
+        ida = id(a)
+        hit = summ.get(ida)
+        if hit is not None and hit[0] is a:
+            sm = hit[1]
+        else:
+            sm = summarize(a)
+            summ[ida] = (a, sm)
+        st = rec.out
+        if rec.sat_kind is None and a.size:   # (Stats.update without its checks)
+            st.calls += 1
+            st.shape = a.shape
+            st.merge(sm)
+        else:
+            st.update(a, rec.sat_kind, sm)
         rec.rows = a.shape[0] if a.ndim else 1
         if self._detail:
-            rec.out.update_numerics(a)
+            st.update_numerics(a)
         T = _Tensor
         scalars = None
         pidx = rec.params["param_args"]
+        produced = self._produced
+        detail = self._detail
         for i, t in enumerate(args):
-            if isinstance(t, T):
+            if t.__class__ is T or isinstance(t, T):
                 if i not in pidx:
-                    self._note_input(rec, i, t._data)
+                    d = t._data                  # (_note_input's common case, inline: an input that
+                    ida = id(d)                  # is a summarised output, already linked, no detail)
+                    if i or not detail:
+                        prev = produced.get(ida)
+                        if prev is None or prev[0] is not d or prev[1] == key or (i, prev[1]) in rec.linked:
+                            hit = summ.get(ida)
+                            if hit is not None and hit[0] is d and hit[1][0] and i < len(rec.inputs):
+                                s = hit[1]
+                                im = rec.inputs[i]
+                                im.sum_mean += s[1]
+                                im.sum_q += s[2] / s[0] + s[1] * s[1]
+                                im.n += 1
+                                im.shape = d.shape
+                                continue
+                    self._note_input(rec, i, d)
             elif isinstance(t, (int, float)) and not isinstance(t, bool):
                 if scalars is None:
                     scalars = {}
@@ -756,6 +832,7 @@ class Lens:
         self._calls.clear()
         self._produced.clear()
         self._summ.clear()
+        self._gsumm.clear()
         self._cols.clear()
         self._moms.clear()
         self._active = (self.steps_seen % self.every) == 0
@@ -769,6 +846,7 @@ class Lens:
         self._handles.clear()
         self._produced.clear()
         self._summ.clear()
+        self._gsumm.clear()
         self._cols.clear()
         self._moms.clear()
         self._stack.clear()

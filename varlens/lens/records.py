@@ -64,6 +64,7 @@ import numpy as np
 
 from varlens.core import array as B
 from varlens.core.array import ones_cached
+from varlens.lens import kernels as _K
 from varlens.lens.kernels import headroom_counts, row_stats
 
 SAT_LEVEL = 0.99
@@ -72,7 +73,8 @@ F16_MAX, F16_TINY = 65504.0, 2.0 ** -14
 BF16_MAX, BF16_TINY = float(np.float32((2 - 2 ** -7) * 2.0 ** 127)), 2.0 ** -126
 NUMERICS_SAMPLE = 4096    # elements read per tensor for the headroom fractions (strided sample)
 
-_FAST = (np.dtype(np.float32), np.dtype(np.float64))
+_F32 = np.dtype(np.float32)
+_FAST = (_F32, np.dtype(np.float64))
 
 
 def _on_device(a):
@@ -183,6 +185,21 @@ def summarize(a):
     per-row spread, max |x| and the exact-zero count, accumulated in float64); anything else
     goes to :func:`_summarize_general`, which counts NaN/Inf and leaves them out.
     """
+    if a.__class__ is np.ndarray and a.dtype is _F32 and a.size and a.flags.c_contiguous:
+        k = _K._kernels                  # the common case, float32 on the host, in a few lines
+        if k:                            # (None before first use, False without numba)
+            rows2 = a if a.ndim == 2 else (a.reshape(a.shape[0], -1) if a.ndim else a.reshape(1, 1))
+            s1, s2, ss, amax, zeros = k[_F32](rows2)
+            if amax < math.inf:          # every value finite; float32 data cannot overflow the float64 sums
+                n = rows2.size
+                m, width = rows2.shape
+                ww = float(width * width)
+                mean = s1 / n
+                sd = ss / ww - s2 * s2 / (ww * m)
+                m2 = s2 - n * mean * mean
+                return (n, mean, m2 if m2 > 0.0 else 0.0, amax, zeros, 0, 0,  # noqa: FURB136 (no max() calls)
+                        (m, s2 / width / m, sd if sd > 0.0 else 0.0), width)  # noqa: FURB136
+            return _summarize_general(rows2)
     if a.ndim == 0:
         a = a.reshape(1, 1)
     if a.__class__ is not np.ndarray and _on_device(a):
@@ -606,6 +623,7 @@ class Record:
     nonfinite: dict = dataclasses.field(default_factory=dict)
     sat_kind: object = None
     grad_hook: object = None
+    linked: set = dataclasses.field(default_factory=set)   # (input index, producer key) pairs linked
 
     # ---- compatibility names of the first input's moments and the rule kind
     @property

@@ -114,12 +114,16 @@ def main():
               "for a core. Targets (784-512-512-10): under 10% sampling every step, under 2% every 10 steps, "
               "nothing detached. "
               "Per sampled step the lens reads the input batch, 5 module outputs (shared with the 5 op records "
-              "that made them) and their 5 gradients, each once, in place: a CPU float32 tensor is read through "
-              "a zero-copy NumPy view by the compiled kernel of varlens/lens/kernels.py; the rest is Python "
-              "bookkeeping (module and gradient hooks, record updates), which is what dominates the tiny 64-32-10 "
-              "MLP. A Sequential of Linear/ReLU needs no TorchFunctionMode: each layer's op record is made from its "
-              "module hook. Between sampled steps no hook is registered (lens.step() adds them before a sampled "
-              "step and removes them after it), like a detached lens (differences there are noise)."]
+              "that made them) and their 5 gradients, each once, in place: the compiled kernel of "
+              "varlens/lens/kernels.py reads a CPU float32 tensor at its address (row_stats_at); the rest is Python "
+              "bookkeeping (queueing the layer calls, the gradient hooks, record updates), which is what dominates "
+              "the tiny 64-32-10 MLP. A Sequential of Linear/ReLU needs neither a TorchFunctionMode nor module "
+              "hooks: on a sampled step the lens's forward stands in for Sequential.forward, queues the layer calls "
+              "and records them at the end of the forward, replaying the last pass's plan (the first pass and the "
+              "detail steps, one sampled step in 10, take the general path: weights, per-unit and per-feature "
+              "moments, headroom). Between sampled steps nothing of the lens is on the model (lens.step() puts "
+              "its forward on before a sampled step and takes it off after), like a detached lens (differences "
+              "there are noise)."]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.write:

@@ -435,23 +435,112 @@ def test_sampling_every_n_steps_and_detach():
     assert not any(mod._forward_hooks or mod._forward_pre_hooks for mod in m.modules())
 
 
-def test_hooks_are_registered_only_for_sampled_steps():
-    """Between samples the model runs with no lens hook at all (nothing to pay on those steps)."""
-    m = _mlp(tnn, TF)
+def _wrapped_mlp():
+    class Wrapped(tnn.Module):                     # not a Sequential tree: the module-hook path
+        def __init__(self):
+            super().__init__()
+            self.body = _mlp(tnn, TF)
+
+        def forward(self, x):
+            return self.body(x)
+    return Wrapped()
+
+
+@pytest.mark.parametrize("kind", ["hooks", "sequential"])
+def test_nothing_is_attached_between_sampled_steps(kind):
+    """Between samples the model runs as without the lens (nothing to pay on those steps): no
+    module hook, and on the Sequential path no lens forward on the Sequentials."""
+    m = _wrapped_mlp() if kind == "hooks" else _mlp(tnn, TF)
     lens = Lens(m, every=3)
+    assert lens._seq == (kind == "sequential")
     x = torch.randn(4, 12)
-    hooked = []
+
+    def hooked(mod):
+        return bool(mod._forward_hooks and mod._forward_pre_hooks)
+
+    def lens_forward(mod):
+        return "forward" in mod.__dict__
+    probe = hooked if kind == "hooks" else lens_forward
+    attached = []
     for _ in range(6):
-        hooked.append(all(mod._forward_hooks and mod._forward_pre_hooks for mod in m.modules()))
-        assert hooked[-1] or not any(mod._forward_hooks or mod._forward_pre_hooks for mod in m.modules())
+        attached.append(all(probe(mod) for mod in m.modules() if kind == "hooks" or
+                            isinstance(mod, tnn.Sequential)))
+        assert attached[-1] or not any(hooked(mod) or lens_forward(mod) for mod in m.modules())
         m(x).sum().backward()
         lens.step()
-    assert hooked == [True, False, False, True, False, False]
-    assert lens.steps_sampled == 2 and lens["0"].out.calls == 2
+    assert attached == [True, False, False, True, False, False]
+    key = "body.0" if kind == "hooks" else "0"
+    assert lens.steps_sampled == 2 and lens[key].out.calls == 2 and lens[key].grad.calls == 2
     lens.detach()
     for _ in range(3):
         lens.step()
-        assert not any(mod._forward_hooks or mod._forward_pre_hooks for mod in m.modules())
+        assert not any(hooked(mod) or lens_forward(mod) for mod in m.modules())
+
+
+def test_sequential_path_leaves_a_deep_copy_plain():
+    """A deep copy of the model made while the lens's forward is on it runs as plain Sequential
+    (the copy's forward is bound to the copy, which the lens does not know) and is not recorded."""
+    import copy
+    m = _mlp(tnn, TF)
+    lens = Lens(m)
+    twin = copy.deepcopy(m)
+    x = torch.randn(4, 12)
+    torch.testing.assert_close(twin(x), m(x))
+    assert lens["0"].out.calls == 1                # the original's call only
+    lens.detach()
+
+
+def _replay_model():
+    torch.manual_seed(0)
+    inner = tnn.Sequential(tnn.Linear(16, 16), tnn.Tanh())
+    act = tnn.GELU()
+    return tnn.Sequential(tnn.Flatten(), tnn.Linear(12, 16), tnn.ReLU(inplace=True), tnn.Linear(16, 16), act,
+                          tnn.Dropout(0.2), inner, tnn.Identity(), tnn.Linear(16, 16), act, tnn.LeakyReLU(0.1),
+                          tnn.Linear(16, 3))
+
+
+@pytest.mark.parametrize("ops", [True, False])
+def test_replayed_passes_record_what_the_general_path_records(monkeypatch, ops):
+    """On the Sequential path a pass that repeats the last one's calls is recorded by
+    TorchLens._replay; recording every pass by the general path instead gives the same records
+    (in-place leaf, views, dropout, a nested Sequential, a module called twice, detail steps)."""
+    def run():
+        m = _replay_model()
+        lens = Lens(m, weight_every=3, ops=ops)
+        g = np.random.default_rng(0)
+        for step in range(8):
+            torch.manual_seed(step)                    # the same dropout masks both ways
+            m(torch.from_numpy(g.standard_normal((6, 3, 4)).astype(np.float32))).square().mean().backward()
+            lens.step()
+            m.zero_grad()
+        lens.detach()
+        return lens
+    replayed = []
+    orig = torch_adapter.TorchLens._replay
+
+    def spy(self, q, plan):
+        replayed.append(sum(p is not None for _, p in plan))
+        return orig(self, q, plan)
+    monkeypatch.setattr(torch_adapter.TorchLens, "_replay", spy)
+    fast = run()
+    # 8 passes, 3 of them detail steps (general); the in-place ReLU splits each pass in two flushes
+    assert len(replayed) == 10 and sum(replayed) >= 50
+
+    def general(self, q, plan):
+        for e in q:
+            self._flush_one(e)
+    monkeypatch.setattr(torch_adapter.TorchLens, "_replay", general)
+    slow = run()
+    assert_same_records(fast, slow)
+    for rec in fast.ordered():
+        other = slow[rec.key]
+        assert {k: v for k, v in rec.params.items() if not isinstance(v, np.ndarray)} == \
+            {k: v for k, v in other.params.items() if not isinstance(v, np.ndarray)}, rec.key
+        for f in ("out", "grad"):
+            a, b = getattr(rec, f), getattr(other, f)
+            assert (a.calls, a.n, a.shape, a.rows, a.zeros) == (b.calls, b.n, b.shape, b.rows, b.zeros), (rec.key, f)
+        assert [(i.n, i.shape, i.producer) for i in rec.inputs] == [(i.n, i.shape, i.producer) for i in other.inputs]
+    assert [r.key for r in compare(fast, level="all")] == [r.key for r in compare(slow, level="all")]
 
 
 def test_one_function_leaves_recorded_from_module_hooks_match_the_function_mode(monkeypatch):

@@ -14,7 +14,8 @@ How the torch model is seen:
   that are running (the innermost one names an op) and record each module call (``name``,
   ``name#k`` for the k-th extra call in one forward pass).  The hooks are registered only for
   sampled steps (``step()`` registers them before a sampled step and removes them after it), so
-  between samples the model runs exactly as without the lens.
+  between samples the model runs exactly as without the lens (a Sequential model takes the
+  Sequential path below instead).
 * **Ops**: while the model's forward runs on a sampled step, a ``torch.overrides.TorchFunctionMode``
   sees every function the code calls (``F.linear``, ``x + y``, ``torch.softmax``,
   ``F.scaled_dot_product_attention`` ...), so functional code, residual additions and attention are
@@ -26,20 +27,29 @@ How the torch model is seen:
   ``nn.TransformerEncoderLayer``'s fused inference paths on sampled steps: the same maths run through
   ``F.multi_head_attention_forward`` (one op row: its internals are C++ and Python code the mode
   does not see).
-  A model made only of modules whose forward is one torch function (``Linear``, ``ReLU``, ``Tanh``,
-  ``Dropout``, ``Flatten`` ...: ``_LEAF_CALLS``) inside ``Sequential`` containers needs no function
-  mode: each leaf's op is recorded from its module hook with the function, arguments and keywords
-  the mode would have seen (the same records; tests/test_lens_torch.py checks both ways), which
-  saves the mode's Python dispatch on every op of a plain MLP.
+* **The Sequential path**: a model that is a tree of ``Sequential`` containers around modules whose
+  forward is one torch function (``Linear``, ``ReLU``, ``Tanh``, ``Dropout``, ``Flatten`` ...:
+  ``_LEAF_CALLS``) needs neither module hooks nor the function mode.  On a sampled step each
+  Sequential's forward is replaced (an instance attribute, removed after the step) by
+  :meth:`TorchLens._seq_forward`, which calls the children as ``Sequential.forward`` does and
+  queues each call; the queue is recorded at the end of the model's forward (before an in-place
+  leaf runs, which would overwrite its input), each leaf's op with the function, arguments and
+  keywords the mode would have seen (the same records; tests/test_lens_torch.py checks both
+  ways).  A pass that makes the same calls as the last one is recorded by :meth:`TorchLens._replay`
+  from the records and links that pass made (tests/test_lens_torch.py checks it against the
+  general path), so a sampled step of a plain MLP costs one read per tensor and a few stores.
 * **Gradients**: a hook on each recorded output (not full backward module hooks, which fail on
-  in-place ops): a pre-hook on the autograd node that made it, reading that output's gradient
-  (what ``Tensor.register_hook`` installs, without its Python wrapper; ``register_hook`` for a
-  leaf); a hook registered before an in-place op receives the gradient with respect to the value
-  before it, which is the value the forward statistics describe.
-  Under ``torch.no_grad`` nothing requires grad: forward rows only.
+  in-place ops), put in the output's hook dictionary on the autograd node that made it (what
+  ``Tensor.register_hook`` installs, without its RemovableHandle; a node pre-hook where the tensor
+  has hooks of its own, ``register_hook`` for a leaf); a hook registered before an in-place op
+  receives the gradient with respect to the value before it, which is the value the forward
+  statistics describe.  CPU gradients are queued and read when the backward pass ends
+  (``queue_callback``), in one loop.  Under ``torch.no_grad`` nothing requires grad: forward
+  rows only.
 * **Statistics** are read where the tensor is.  A C-contiguous float32/float64 CPU tensor is read in
-  place (a zero-copy NumPy view of its memory) by the same compiled one-pass kernel the varlens
-  recorder uses, so the two frameworks' numbers come from the same code.  Any other tensor (CUDA,
+  place by the same compiled one-pass kernel the varlens recorder uses, so the two frameworks'
+  numbers come from the same code: at its address (``kernels.row_stats_at``, no array object) where
+  only the summary is needed, through a zero-copy NumPy view where more is read.  Any other tensor (CUDA,
   float16/bfloat16, strided) is reduced by torch ops on its device, accumulating in float64, and only
   a handful of scalars per tensor are copied to the host (:func:`torch_summary`).  What some rules
   read about an op's input besides its moments (normalisation group variances, per-feature and
@@ -53,11 +63,13 @@ How the torch model is seen:
 from __future__ import annotations
 
 import math
+import types
+from collections import OrderedDict
 
 import numpy as np
 
 from varlens.lens import records as R
-from varlens.lens.kernels import col_sums
+from varlens.lens.kernels import col_sums, compiled, row_stats_at
 from varlens.lens.probes import (ACT_NAMES, ACT_OPS, CROSS_OPS, LINEAR_LIKE, MIXING_KINDS, NORM_LIKE, OP_PARAM_NAMES,
                                  OP_SATURATING, POOL_LIKE, Lens, channel_moments, module_kind, module_selected,
                                  norm_stats, saturation_kind, unit_axis, window_correlation)
@@ -112,6 +124,8 @@ def _bind_torch():
 
     global _HOST_DTYPES
     _HOST_DTYPES = (torch.float32, torch.float64)
+    if compiled():
+        _NP_DTYPES.update({torch.float32: np.dtype(np.float32), torch.float64: _NP_F64})
     nn, F = torch.nn, torch.nn.functional
     # modules whose forward is one torch function: (function, args, kwargs) exactly as the function
     # mode would see that call (tests/test_lens_torch.py checks both ways give the same records);
@@ -129,6 +143,8 @@ def _bind_torch():
         nn.Identity: lambda m, x: None,
     })
     _CONTAINERS.add(nn.Sequential)
+    global _SEQ_FORWARD
+    _SEQ_FORWARD = nn.Sequential.forward
     _torch, _MODE, _F64 = torch, _OpMode, torch.float64
 
 
@@ -257,8 +273,51 @@ def _host_view(t):
 
 
 _HOST_DTYPES = ()                   # torch.float32, torch.float64 once torch is bound
+_NP_DTYPES = {}                     # torch dtype -> NumPy dtype of the tensors row_stats_at reads (with numba)
+_NP_F64 = np.dtype(np.float64)
 _LEAF_CALLS = {}                    # module class -> f(module, input) -> (function, args, kwargs) or None
 _CONTAINERS = set()                 # module classes whose forward only calls their children
+_SEQ_FORWARD = None                 # nn.Sequential.forward, once torch is bound
+
+
+def _summary_of_sums(s1, s2, ss, amax, zeros, m, width):
+    """The summary tuple of :func:`varlens.lens.records.summarize` from a finite (m, width)
+    matrix's sum, sum of squares, sum of squared row sums of squares, max |x| and zero count."""
+    n = m * width
+    ww = float(width * width)
+    mean = s1 / n
+    rows = (m, s2 / width / m, max(ss / ww - s2 * s2 / (ww * m), 0.0))    # per-row second moments
+    return (n, mean, max(s2 - n * mean * mean, 0.0), amax, int(zeros), 0, 0, rows, width)
+
+
+def _sums_at(t):
+    """(row_stats tuple, rows, width) of a non-empty C-contiguous float32/float64 CPU tensor
+    whose values are all finite, read in place at its address by
+    :func:`varlens.lens.kernels.row_stats_at` (no NumPy view made); None for any other tensor."""
+    dt = _NP_DTYPES.get(t.dtype)
+    if dt is None or not t.is_cpu or not t.is_contiguous() or t.is_neg():
+        return None
+    n = t.numel()
+    if not n:
+        return None
+    sh = t.shape
+    m = sh[0] if sh else 1
+    r = row_stats_at(t.data_ptr(), m, n // m, dt)
+    if not r:
+        return None
+    # float32 data cannot overflow the float64 sums; float64 data above ~1e154 can
+    if dt is _NP_F64 and not (math.isfinite(r[0]) and math.isfinite(r[1]) and math.isfinite(r[2])):
+        return None
+    return r, m, n // m
+
+
+def _fast_summary(t):
+    """The summary of ``t`` as :func:`_sums_at` reads it, or None."""
+    got = _sums_at(t)
+    if got is None:
+        return None
+    r, m, w = got
+    return _summary_of_sums(r[0], r[1], r[2], r[3], r[4], m, w)
 
 
 def torch_summary(t):
@@ -280,10 +339,7 @@ def torch_summary(t):
     v = torch.stack((rs.sum(), rq.sum(), rq.dot(rq), xd.abs().amax(), (xd == 0).sum().to(_F64))).tolist()
     s1, s2, ss, amax, zeros = v
     if math.isfinite(s1) and math.isfinite(s2) and math.isfinite(ss):
-        ww = float(width * width)
-        mean = s1 / n
-        rows = (m, s2 / width / m, max(ss / ww - s2 * s2 / (ww * m), 0.0))
-        return (n, mean, max(s2 - n * mean * mean, 0.0), amax, int(zeros), 0, 0, rows, width)
+        return _summary_of_sums(s1, s2, ss, amax, zeros, m, width)
     fin = torch.isfinite(xd)
     nan = int(torch.isnan(xd).sum())
     nfin = int(fin.sum())
@@ -303,6 +359,11 @@ def torch_summary(t):
 
 def torch_moments(t):
     """(n, mean, E[x^2]) of a torch tensor (None if empty or not finite), for input moments."""
+    got = _sums_at(t)
+    if got is not None:
+        r, m, w = got
+        n = m * w
+        return n, r[0] / n, r[1] / n
     a = _host_view(t)
     if a is not None:
         return R.moments(a)
@@ -459,29 +520,254 @@ class TorchLens(Lens):
         # the function mode is only needed where a module's forward is code the lens cannot name;
         # a model made of one-function leaves (Linear, ReLU ...) in Sequential containers has each
         # leaf's op recorded from its module hook
-        self._use_mode = self.ops and not all(type(m) in _LEAF_CALLS or type(m) in _CONTAINERS
-                                              for m in model.modules())
+        plain = all(type(m) in _LEAF_CALLS or type(m) in _CONTAINERS for m in model.modules())
+        self._use_mode = self.ops and not plain
+        # a Sequential tree of such leaves is run by the lens itself on a sampled step (no module
+        # hook at all): each Sequential's forward is replaced, for that step, by _seq_forward
+        self._seq = plain and type(model) in _CONTAINERS and not any("forward" in m.__dict__ for m in model.modules())
         self._hooks = []          # (module, pre hook, post hook), registered only while a step is sampled
+        self._forwards = []       # (Sequential, its replacement forward) on the Sequential path
+        self._info = {}           # id(module) -> (module, path, record it?, leaf call or None, container?)
         for name, mod in model.named_modules():
             path = name or "(model)"
             rec = module_selected(modules, name, mod)
             root = mod is model
             leaf = _LEAF_CALLS.get(type(mod)) if (self.ops and not self._use_mode) else None
-            self._hooks.append((mod, self._make_pre(path, root), self._make_post(path, rec, root, leaf)))
+            if self._seq:
+                cont = type(mod) in _CONTAINERS
+                self._info[id(mod)] = (mod, path, rec, leaf, cont)
+                if cont:
+                    self._forwards.append((mod, types.MethodType(self._seq_forward, mod)))
+            else:
+                self._hooks.append((mod, self._make_pre(path, root), self._make_post(path, rec, root, leaf)))
+        self._attached = False
+        self._queue = []          # (info, input, output, pre, leaf call, sums read at once) of the Sequential path (_flush)
+        self._gq = []             # (hook, gradient, host view) read when the backward pass ends (_flush_grads)
+        self._gq_bytes = 0
+        self._plans = {}          # per flush of a pass, per queued call: what _replay needs (made by a general _flush)
+        self._seg = 0
         self._attach()
 
     def _attach(self):
-        """Register the module hooks (for a sampled step; between samples the model runs bare)."""
-        if self._handles or self._detached:
+        """Register the module hooks, or on the Sequential path put the lens's forward on each
+        Sequential (for a sampled step; between samples the model runs bare)."""
+        if self._attached or self._detached:
             return
+        self._attached = True
+        for mod, fwd in self._forwards:
+            mod.__dict__["forward"] = fwd
         for mod, pre, post in self._hooks:
             self._handles.append(mod.register_forward_pre_hook(pre))
             self._handles.append(mod.register_forward_hook(post, always_call=True))
 
     def _release(self):
+        if not self._attached:
+            return
+        self._attached = False
+        for mod, fwd in self._forwards:
+            if mod.__dict__.get("forward") is fwd:
+                del mod.__dict__["forward"]
         for h in self._handles:
             h.remove()
         self._handles.clear()
+
+    # ------------------------------------------------------------------ the Sequential path
+    def _seq_forward(self, seq, input):
+        """nn.Sequential.forward (each child called in turn through its ``__call__``, so the
+        user's own hooks run) with the lens's bookkeeping: each leaf's (input, output) pair is
+        queued and the queue is recorded at the end of the model's forward, in call order, as
+        the module hooks and the leaves' op records would record it on the hook path (a queue
+        read in one go keeps the lens's code and data warm between the layers' matrix products).
+        The queue is recorded before a leaf that writes its input in place runs, so every
+        tensor is read as it was made.  Bound to each Sequential with types.MethodType: a deep
+        copy of the model made while it is in place binds it to the copy, which this lens does
+        not know, and which then runs as plain Sequential."""
+        info = self._info.get(id(seq))
+        if info is None or info[0] is not seq or not self._active:
+            return _SEQ_FORWARD(seq, input)
+        root = seq is self.model
+        q = self._queue
+        if root:
+            self._clear_pass()
+            self._in_pass = True
+        try:
+            x = input
+            get = self._info.get
+            T = _torch.Tensor
+            read = bool(self._plans) and not self._detail
+            for child in seq._modules.values():
+                ci = get(id(child))
+                if ci is None or ci[0] is not child or ci[4]:
+                    x = child(x)            # a container queues itself (its own _seq_forward)
+                    continue
+                pre = None
+                if child.__dict__.get("inplace") is True:   # it overwrites its input: read that now
+                    self._flush()
+                    with _torch._C.DisableTorchFunction():
+                        t = _first_tensor((x,))
+                        pre = self._input_moments(t) if t is not None else None
+                y = child(x)
+                # read while the output is in cache, where the pass will be replayed
+                q.append((ci, x, y, pre, ci[3] if self._in_pass else None,
+                          _sums_at(y) if (read and isinstance(y, T)) else None))
+                x = y
+            q.append((info, input, x, None, None, None))
+            if root or not self._in_pass:
+                self._flush()
+            return x
+        finally:
+            if root:
+                self._queue.clear()
+                self._end_pass()
+
+    def _flush(self):
+        """Record the queued module calls of the Sequential path, in call order: a leaf's op (the
+        function its forward runs, with its arguments as the function mode would see them),
+        then its module call; a Sequential's own call after its children's.  A pass that makes
+        the same calls as the last one recorded here (the usual case: a Sequential runs the same
+        layers every step) is recorded by :meth:`_replay`, from the records and links that pass
+        left; detail steps and anything unusual take the general path below."""
+        q = self._queue
+        if not q:
+            return
+        seg = self._seg                 # the pass's flushes so far (an in-place leaf splits a pass)
+        self._seg = seg + 1
+        with _torch._C.DisableTorchFunction():
+            plan = self._plans.get(seg)
+            if plan is not None and not self._detail and len(plan) == len(q) and \
+                    all(e[0] is p[0] for e, p in zip(q, plan)):
+                self._replay(q, plan)
+            else:
+                self._plans[seg] = [(e[0], self._flush_one(e)) for e in q]
+        q.clear()
+
+    def _flush_one(self, entry):
+        """One queued call by the general path; returns what :meth:`_replay` needs to record the
+        same call again (None: the general path again)."""
+        info, x, y, pre, leaf, _ = entry
+        T = _torch.Tensor
+        mod, path = info[0], info[1]
+        calls = self._calls
+        k0 = calls.get(path, 0)
+        st = self._stack
+        opplan = None
+        st.append(path)
+        if leaf is not None and y is not None and isinstance(x, T):
+            call = leaf(mod, x)
+            if call is not None:
+                func, fargs, fkw = call
+                op = _op_name(func)
+                name = path + ":" + op
+                k = calls.get(name, 0)
+                self._op(op, func, fargs, fkw, y, pre)
+                hit = self._produced.get(id(y))
+                if op in _REPLAY_OPS and hit is not None and hit[0] is y and calls.get(name, 0) == k + 1:
+                    opplan = (name, k, self.records[hit[2]], op, bool(fkw) or op in _PARAMS_EVERY_CALL)
+        st.pop()
+        if not info[2] or y is None:
+            return None
+        self._record_module(path, mod, (x,), y, pre)
+        hit = self._produced.get(id(y))
+        if hit is None or hit[0] is not y or calls.get(path, 0) != k0 + 1 or pre is not None:
+            return None
+        mrec = self.records[hit[2]]
+        if info[4]:                      # a Sequential: its output is its last child's
+            return (None, path, k0, mrec) if mrec.source is not None else None
+        if opplan is None and leaf is None and mrec.source is None and isinstance(x, T) and y is not x:
+            return (False, None, None, None, False, path, k0, mrec, mrec.kind in _SHAPED)   # ops=False
+        if opplan is None or mrec.source != opplan[2].key:
+            return None
+        return opplan + (path, k0, mrec, mrec.kind in _SHAPED)
+
+    def _replay(self, q, plan):
+        """A queued pass that makes the calls of the pass that made ``plan``: per leaf, the output
+        is read once (at its address) and its statistics, row count, input moments, shapes and
+        gradient hook go into the records that pass made; producers, consumers and sources are
+        links that pass made already.  The call counts and the per-pass caches are kept as the
+        general path keeps them, and the general path takes any call that does not fit: an
+        in-place leaf, a view, an output that is not a finite float CPU tensor, a leaf that has
+        become a different call."""
+        calls = self._calls
+        produced, summ = self._produced, self._summ
+        T = _torch.Tensor
+        last = None                      # (output, its mean, its second moment) of the last leaf
+        for entry, (_, p) in zip(q, plan):
+            info, x, y, pre, leaf, sums = entry
+            if p is None or not isinstance(y, T) or not isinstance(x, T):
+                self._flush_one(entry)
+                last = None
+                continue
+            if p[0] is None:             # a Sequential's own call
+                _, path, km, mrec = p
+                hit = produced.get(id(y))
+                if calls.get(path, 0) != km or hit is None or hit[0] is not y:
+                    self._flush_one(entry)
+                    last = None
+                    continue
+                calls[path] = km + 1
+                mean, mq, _ = self._input_moments(x)
+                mrec.rows = y.shape[0] if y.dim() else 1
+                mrec.inputs[0].add(mean, mq, tuple(x.shape))
+                produced[id(y)] = (y, y._version, mrec.key)
+                continue
+            name, k, rec, op, every, path, km, mrec, shaped = p
+            own = name is False          # a module record of its own (no op records: ops=False)
+            sm = None
+            if pre is None and y is not x and calls.get(path, 0) == km and \
+                    (own or (leaf is not None and calls.get(name, 0) == k)):
+                if sums is None:
+                    sums = _sums_at(y)
+                if sums is not None:
+                    r, m, w = sums
+                    sm = _summary_of_sums(r[0], r[1], r[2], r[3], r[4], m, w)
+            if sm is None:
+                self._flush_one(entry)
+                last = None
+                continue
+            if not own:
+                calls[name] = k + 1
+            calls[path] = km + 1
+            summ[id(y)] = (y, y._version, sm, False)
+            if last is not None and last[0] is x:
+                mean, mq = last[1], last[2]
+            else:
+                mean, mq, _ = self._input_moments(x)
+            last = (y, sm[1], sm[2] / sm[0] + sm[1] * sm[1])
+            xshape = tuple(x.shape)
+            if own:
+                self._replay_out(mrec, y, sm)
+            else:
+                # the op record, as _record_one fills it
+                rows = self._replay_out(rec, y, sm)
+                rec.inputs[0].add(mean, mq, xshape)
+                if every:
+                    if op in _SHAPE_PARAMS_ONLY:
+                        rec.params["in_shape"] = xshape
+                        rec.params["out_shape"] = tuple(y.shape)
+                    else:
+                        _, fargs, fkw = leaf(info[0], x)
+                        self._op_params(rec, op, _named(op, fargs, fkw), fkw, y)
+                # the module record, as _record_module fills it (its statistics are the op's objects)
+                mrec.rows = rows
+            if shaped:
+                mrec.params["in_shape"] = xshape
+            mrec.inputs[0].add(mean, mq, xshape)
+            produced[id(y)] = (y, y._version, mrec.key)
+
+    def _replay_out(self, rec, y, sm):
+        """What _measure does with output ``y`` (summary ``sm``, finite) on a step that is not a
+        detail step; returns the row count."""
+        out = rec.out
+        if rec.sat_kind is None:         # Stats.update without the array (its shape and the summary)
+            out.calls += 1
+            out.shape = tuple(y.shape)
+            out.merge(sm)
+        else:
+            out.update(_host_view(y), rec.sat_kind, sm)
+        rows = rec.rows = y.shape[0] if y.dim() else 1
+        if self.grads and y.requires_grad:
+            self._grad_prehook(rec, y)
+        return rows
 
     # ------------------------------------------------------------------ module hooks
     def _make_pre(self, path, root):
@@ -531,6 +817,8 @@ class TorchLens(Lens):
         return post
 
     def _clear_pass(self):
+        self._seg = 0
+        self._queue.clear()
         self._calls.clear()
         self._produced.clear()
         self._summ.clear()
@@ -562,7 +850,11 @@ class TorchLens(Lens):
         hit = self._summ.get(id(t))
         v = t._version
         if hit is not None and hit[0] is t and hit[1] == v:
-            return hit[2], hit[3]
+            a = hit[3]
+            if a is False:               # summarised at its address (_replay): the view on demand
+                a = _host_view(t)
+                self._summ[id(t)] = (t, v, hit[2], a)
+            return hit[2], a
         a = _host_view(t)
         sm = R.summarize(a) if a is not None else torch_summary(t)
         self._summ[id(t)] = (t, v, sm, a)
@@ -685,25 +977,71 @@ class TorchLens(Lens):
                 _update_numerics(rec.out, t)
         rec.rows = t.shape[0] if t.dim() else 1
         if self.grads and t.requires_grad:
-            h = rec.grad_hook
-            if h is None:
-                h = rec.grad_hook = self._grad_hook(rec)
-            fn = t.grad_fn
-            if fn is None:
-                t.register_hook(h)
-            else:       # a pre-hook on the node that made t: what t.register_hook installs, without its Python wrapper
-                nr = t.output_nr
-                fn.register_prehook(lambda gs: None if gs[nr] is None else h(gs[nr]))
+            self._grad_prehook(rec, t)
         return bad
 
+    def _grad_prehook(self, rec, t):
+        """The hook that reads ``t``'s gradient into ``rec.grad`` in the backward pass: put, as
+        ``Tensor.register_hook`` puts it, in a hook dictionary of ``t`` that the node which made
+        ``t`` calls with ``t``'s gradient (without the RemovableHandle register_hook makes, which
+        costs a sampled step more than the rest of the registration); a pre-hook on that node
+        where ``t`` already has hooks of its own (or this torch lacks the internals)."""
+        h = rec.grad_hook
+        if h is None:
+            h = rec.grad_hook = self._grad_hook(rec)
+        fn = t.grad_fn
+        if fn is None:
+            t.register_hook(h)
+            return
+        if t._backward_hooks is None:
+            try:
+                t._backward_hooks = OrderedDict(((_HOOK_KEY, h),))
+                fn._register_hook_dict(t)
+                return
+            except (AttributeError, TypeError, RuntimeError):
+                t._backward_hooks = None
+        nr = t.output_nr
+        fn.register_prehook(lambda gs: None if gs[nr] is None else h(gs[nr]))
+
+    def _flush_grads(self):
+        """Read the queued gradients (queue_callback: the end of the backward pass).  A CPU
+        gradient whose values are all finite on a step that is not a detail step is read at its
+        address and merged here; the others by the record's full hook."""
+        q = self._gq
+        self._gq = []
+        self._gq_bytes = 0
+        gsumm = self._gsumm
+        detail = self._detail
+        with _torch._C.DisableTorchFunction():
+            for rec, full, g in q:
+                hit = gsumm.get(id(g))
+                sm = None if (detail or hit is not None) else _fast_summary(g)
+                if sm is None:
+                    full(g)
+                    continue
+                gsumm[id(g)] = (g, sm, None)
+                st = rec.grad                # Stats.update without the array (its shape and the summary)
+                st.calls += 1
+                st.shape = tuple(g.shape)
+                st.merge(sm)
+
     def _grad_hook(self, rec):
-        def hook(g):
+        """The hook of ``rec``'s output gradient: a CPU gradient is queued and read when the
+        backward pass ends (one loop over the step's gradients, by _flush_grads, instead of
+        Python between the backward's kernels; holding them also keeps autograd from
+        accumulating into them in place); one off the CPU, or past _GRAD_QUEUE_BYTES of queued
+        gradients, is read now."""
+        def full(g):
             hit = self._gsumm.get(id(g))
             if hit is not None and hit[0] is g:
                 sm, a = hit[1], hit[2]
             else:
-                a = _host_view(g)
-                sm = None if not g.numel() else (R.summarize(a) if a is not None else torch_summary(g))
+                sm = _fast_summary(g)
+                a = None
+                if sm is None or self._detail:     # detail steps read more than the summary
+                    a = _host_view(g)
+                    if sm is None and g.numel():
+                        sm = R.summarize(a) if a is not None else torch_summary(g)
                 self._gsumm[id(g)] = (g, sm, a)
             _update_stats(rec.grad, g, None, sm, a)
             if sm is not None and (sm[5] or sm[6]):
@@ -712,6 +1050,21 @@ class TorchLens(Lens):
                 _update_numerics(rec.grad, g)
                 if rec.params.get("feeds_mixing"):
                     self._units(rec, g, unit_axis(g, rec.params["feeds_mixing"] == "conv"), grad=True)
+            return None
+
+        def hook(g):
+            if not g.is_cpu:
+                return full(g)
+            q = self._gq
+            if not q:
+                try:
+                    _torch.autograd.Variable._execution_engine.queue_callback(self._flush_grads)
+                except RuntimeError:       # not inside an engine's backward pass: read it now
+                    return full(g)
+            q.append((rec, full, g))
+            self._gq_bytes += g.nbytes
+            if self._gq_bytes > _GRAD_QUEUE_BYTES:
+                self._flush_grads()
             return None
         return hook
 
@@ -1025,6 +1378,12 @@ class TorchLens(Lens):
         self._active = False
 
 
+# the leaf ops _replay records (the ops of _LEAF_CALLS that are not views); those whose only
+# parameters each call are the input's and the output's shapes
+_GRAD_QUEUE_BYTES = 64 << 20      # queued gradients past this size are read at once
+_HOOK_KEY = -1                     # the lens's key in a tensor's hook dictionary (torch's own keys count up from 0)
+_REPLAY_OPS = {"linear", "relu", "tanh", "sigmoid", "gelu", "silu", "leaky_relu", "dropout"}
+_SHAPE_PARAMS_ONLY = {"relu", "silu", "leaky_relu", "tanh", "sigmoid"}
 _PARAMS_EVERY_CALL = {"dropout", "softmax", "log_softmax", "sdpa", "batch_norm", "avg_pool", "layer_norm",
                       "rms_norm"}
 _SHAPED = LINEAR_LIKE | POOL_LIKE        # module kinds whose rule reads the input's shape

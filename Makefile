@@ -80,12 +80,16 @@ test-gpu: $(TEST_STAMP)
 	  echo $$? > $(GPU_LOG).rc ) | tee -a $(GPU_LOG)
 	rc=$$(cat $(GPU_LOG).rc); rm -f $(GPU_LOG).rc; exit $$rc
 
-# every benchmark against PyTorch in the same run.  bench_autograd, bench_fused, bench_train,
-# bench_rnn and bench_user_programs refresh their section of benchmarks/RESULTS.md unless given
-# --no-write; the others print, and refresh it with --write.
-BENCHES := gemm autograd mlp fused train lens conv rnn gpt generative linalg user_programs
-bench: $(TEST_STAMP)
-	for b in $(BENCHES); do $(BIN)/python benchmarks/bench_$$b.py || exit 1; done
+# every benchmark against PyTorch in the same run, each refreshing its section of
+# benchmarks/RESULTS.md: bench_autograd, bench_fused, bench_train and bench_rnn do so unless
+# given --no-write, the others (BENCH_WRITE) are given --write.  bench_distributed (MPI) runs
+# on its own: `python benchmarks/bench_distributed.py --write`.
+BENCHES := gemm autograd mlp fused train lens lens_torch conv rnn gpt generative linalg user_programs
+BENCH_WRITE := gemm mlp lens lens_torch conv gpt generative linalg user_programs
+bench: $(TEST_STAMP) $(FASHION)
+	for b in $(BENCHES); do \
+	  case " $(BENCH_WRITE) " in *" $$b "*) w=--write ;; *) w= ;; esac; \
+	  $(BIN)/python benchmarks/bench_$$b.py $$w || exit 1; done
 
 clean:
 	rm -rf $(VENV) runs

@@ -119,9 +119,9 @@ def main():
               "bookkeeping (queueing the layer calls, the gradient hooks, record updates), which is what dominates "
               "the tiny 64-32-10 MLP. A Sequential of Linear/ReLU needs neither a TorchFunctionMode nor module "
               "hooks: on a sampled step the lens's forward stands in for Sequential.forward, queues the layer calls "
-              "and records them at the end of the forward, replaying the last pass's plan (the first pass and the "
-              "detail steps, one sampled step in 10, take the general path: weights, per-unit and per-feature "
-              "moments, headroom). Between sampled steps nothing of the lens is on the model (lens.step() puts "
+              "and records them at the end of the forward, replaying the last pass's plan (the first pass takes the "
+              "general path; detail steps, one sampled step in 10, replay too and add their extra reads: weights, "
+              "per-unit and per-feature moments, headroom). Between sampled steps nothing of the lens is on the model (lens.step() puts "
               "its forward on before a sampled step and takes it off after), like a detached lens (differences "
               "there are noise)."]
     text = "\n".join(lines) + "\n"

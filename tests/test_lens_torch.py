@@ -519,12 +519,14 @@ def test_replayed_passes_record_what_the_general_path_records(monkeypatch, ops):
     orig = torch_adapter.TorchLens._replay
 
     def spy(self, q, plan):
-        replayed.append(sum(p is not None for _, p in plan))
+        replayed.append((self._detail, sum(p is not None for _, p in plan)))
         return orig(self, q, plan)
     monkeypatch.setattr(torch_adapter.TorchLens, "_replay", spy)
     fast = run()
-    # 8 passes, 3 of them detail steps (general); the in-place ReLU splits each pass in two flushes
-    assert len(replayed) == 10 and sum(replayed) >= 50
+    # 8 passes, the first by the general path; the in-place ReLU splits each pass in two flushes;
+    # the detail steps (steps 0, 3 and 6) after the first are replayed too
+    assert len(replayed) == 14 and sum(n for _, n in replayed) >= 70
+    assert sum(d for d, _ in replayed) == 4
 
     def general(self, q, plan):
         for e in q:
@@ -539,6 +541,9 @@ def test_replayed_passes_record_what_the_general_path_records(monkeypatch, ops):
         for f in ("out", "grad"):
             a, b = getattr(rec, f), getattr(other, f)
             assert (a.calls, a.n, a.shape, a.rows, a.zeros) == (b.calls, b.n, b.shape, b.rows, b.zeros), (rec.key, f)
+            assert (a.tiny16, a.tiny_bf16, a.over16, a.num_n) == (b.tiny16, b.tiny_bf16, b.over16, b.num_n), \
+                (rec.key, f)
+        assert (rec.unit_calls, rec.grad_unit_calls) == (other.unit_calls, other.grad_unit_calls), rec.key
         assert [(i.n, i.shape, i.producer) for i in rec.inputs] == [(i.n, i.shape, i.producer) for i in other.inputs]
     assert [r.key for r in compare(fast, level="all")] == [r.key for r in compare(slow, level="all")]
 

@@ -594,7 +594,7 @@ class TorchLens(Lens):
             x = input
             get = self._info.get
             T = _torch.Tensor
-            read = bool(self._plans) and not self._detail
+            read = bool(self._plans)
             for child in seq._modules.values():
                 ci = get(id(child))
                 if ci is None or ci[0] is not child or ci[4]:
@@ -626,7 +626,8 @@ class TorchLens(Lens):
         then its module call; a Sequential's own call after its children's.  A pass that makes
         the same calls as the last one recorded here (the usual case: a Sequential runs the same
         layers every step) is recorded by :meth:`_replay`, from the records and links that pass
-        left; detail steps and anything unusual take the general path below."""
+        left (on a detail step with its extra reads, :meth:`_replay_detail`); anything unusual
+        takes the general path below."""
         q = self._queue
         if not q:
             return
@@ -634,7 +635,7 @@ class TorchLens(Lens):
         self._seg = seg + 1
         with _torch._C.DisableTorchFunction():
             plan = self._plans.get(seg)
-            if plan is not None and not self._detail and len(plan) == len(q) and \
+            if plan is not None and len(plan) == len(q) and \
                     all(e[0] is p[0] for e, p in zip(q, plan)):
                 self._replay(q, plan)
             else:
@@ -691,6 +692,7 @@ class TorchLens(Lens):
         produced, summ = self._produced, self._summ
         T = _torch.Tensor
         last = None                      # (output, its mean, its second moment) of the last leaf
+        detail = self._detail
         for entry, (_, p) in zip(q, plan):
             info, x, y, pre, leaf, sums = entry
             if p is None or not isinstance(y, T) or not isinstance(x, T):
@@ -728,10 +730,10 @@ class TorchLens(Lens):
                 calls[name] = k + 1
             calls[path] = km + 1
             summ[id(y)] = (y, y._version, sm, False)
-            if last is not None and last[0] is x:
+            if last is not None and last[0] is x and not detail:
                 mean, mq = last[1], last[2]
             else:
-                mean, mq, _ = self._input_moments(x)
+                mean, mq, prev = self._input_moments(x)
             last = (y, sm[1], sm[2] / sm[0] + sm[1] * sm[1])
             xshape = tuple(x.shape)
             if own:
@@ -752,11 +754,28 @@ class TorchLens(Lens):
             if shaped:
                 mrec.params["in_shape"] = xshape
             mrec.inputs[0].add(mean, mq, xshape)
+            if detail:
+                self._replay_detail(mrec, None if own else rec, x, y, prev)
             produced[id(y)] = (y, y._version, mrec.key)
 
+    def _replay_detail(self, mrec, rec, x, y, prev):
+        """A replayed leaf's reads on a detail step, besides the ordinary replay's: the output's
+        numerics (_measure), the unit moments of a linear output (_record_one, _record_module)
+        and the input's per-feature or per-channel moments (_note_input), for the op record
+        ``rec`` (None with ops=False) and the module record ``mrec``; ``prev``: the record that
+        made input ``x``."""
+        _update_numerics((mrec if rec is None else rec).out, y)
+        if rec is not None:
+            self._detail_input(rec, x, prev)
+            if rec.kind in ("linear", "conv"):
+                self._units(rec, y, unit_axis(y, rec.kind == "conv"))
+        if mrec.kind in LINEAR_LIKE:
+            self._units(mrec, y, unit_axis(y, mrec.kind.startswith("Conv")))
+        self._detail_input(mrec, x, prev)
+
     def _replay_out(self, rec, y, sm):
-        """What _measure does with output ``y`` (summary ``sm``, finite) on a step that is not a
-        detail step; returns the row count."""
+        """What _measure does with output ``y`` (summary ``sm``, finite), less a detail step's
+        numerics (:meth:`_replay_detail`); returns the row count."""
         out = rec.out
         if rec.sat_kind is None:         # Stats.update without the array (its shape and the summary)
             out.calls += 1
@@ -926,20 +945,26 @@ class TorchLens(Lens):
             elif kind in _SHAPED:
                 rec.params["in_shape"] = tuple(x.shape)
         if self._detail:
-            if kind in MIXING_KINDS:
-                a = _host_view(x)
-                self._feature_means(rec, _host(x) if a is None else a, self._col_sums(x, a))
-            elif kind in _ACT_KINDS:
-                if prev is not None:
-                    pr = self.records[prev]
-                    pk = self.records[pr.source].kind if pr.source else pr.kind
-                    rec.params["conv_input"] = pk.startswith("Conv") or pk in ("conv", "batch_norm") or \
-                        pk.startswith("BatchNorm") or x.dim() == 4
-                else:
-                    rec.params["conv_input"] = x.dim() == 4
-                a = _host_view(x)
-                channel_moments(rec, _host(x) if a is None else a, self._col_sums(x, a))
+            self._detail_input(rec, x, prev)
         im.add(mean, q, tuple(x.shape))
+
+    def _detail_input(self, rec, x, prev):
+        """What a detail step reads of input 0 (``x``, made by record ``prev`` or None) besides
+        its moments: a mixing layer's per-feature means, an activation's per-channel moments."""
+        kind = rec.kind
+        if kind in MIXING_KINDS:
+            a = _host_view(x)
+            self._feature_means(rec, _host(x) if a is None else a, self._col_sums(x, a))
+        elif kind in _ACT_KINDS:
+            if prev is not None:
+                pr = self.records[prev]
+                pk = self.records[pr.source].kind if pr.source else pr.kind
+                rec.params["conv_input"] = pk.startswith("Conv") or pk in ("conv", "batch_norm") or \
+                    pk.startswith("BatchNorm") or x.dim() == 4
+            else:
+                rec.params["conv_input"] = x.dim() == 4
+            a = _host_view(x)
+            channel_moments(rec, _host(x) if a is None else a, self._col_sums(x, a))
 
     def _col_sums(self, t, a):
         """:func:`varlens.lens.kernels.col_sums` of ``a`` (the host view of ``t``) seen as (-1, last

@@ -249,6 +249,29 @@ def test_inplace_on_non_leaf_is_recorded():
     assert_close(x.grad, xt.grad)
 
 
+def test_inplace_change_of_a_saved_output_refuses_backward_as_torch():
+    """sigmoid/tanh/exp save their output: changing it in place (recorded) makes backward
+    refuse in PyTorch, so in varlens too; a value saved only for a constant's gradient
+    (y * 3) or not saved at all (y + 1) leaves backward working, as in PyTorch."""
+    for M in (vl, torch):
+        for op in ("sigmoid", "tanh", "exp"):
+            x = M.ones(3, dtype=M.float64, requires_grad=True)
+            y = getattr(x, op)()
+            y.mul_(2)
+            with pytest.raises(RuntimeError):
+                y.sum().backward()
+    grads = []
+    for M in (vl, torch):
+        x = M.tensor([1.0, 2.0], dtype=M.float64, requires_grad=True)
+        y = x * 2
+        z = y * 3 + (y + 1)
+        y.add_(1)
+        y[0].mul_(2)
+        (z.sum() + y.sum()).backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[0], grads[1])
+
+
 def test_inplace_buffer_takes_value_requiring_grad():
     w = vl.tensor([1.0, 2.0], requires_grad=True)
     buf = vl.zeros(2)

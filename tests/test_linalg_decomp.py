@@ -505,3 +505,16 @@ def test_geqrf_and_pca_lowrank():
     pv, pt = vl.pca_lowrank(vl.tensor(x), q=2), torch.pca_lowrank(torch.tensor(x), q=2)
     assert_close(pv[1], pt[1], 1e-6, 1e-8)
     assert_close((pv[0] * pv[1][None]) @ pv[2].mT, (pt[0] * pt[1][None]) @ pt[2].mT, 1e-6, 1e-8)
+
+
+def test_singular_inv_and_solve_raise_torch_linalg_error():
+    """A singular matrix: PyTorch raises torch.linalg.LinAlgError (a RuntimeError) from inv,
+    inverse and solve; varlens raises its LinAlgError, also a RuntimeError."""
+    s = [[1.0, 2.0], [2.0, 4.0]]
+    for M in (vl, torch):
+        for f in (lambda: M.linalg.inv(M.tensor(s)), lambda: M.inverse(M.tensor(s)),
+                  lambda: M.linalg.solve(M.tensor(s), M.ones(2))):
+            with pytest.raises(M.linalg.LinAlgError):
+                f()
+            with pytest.raises(RuntimeError):
+                f()

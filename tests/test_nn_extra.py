@@ -368,7 +368,8 @@ def test_module_reprs_without_parameters_match_torch():
                  lambda nn: nn.UpsamplingBilinear2d(scale_factor=2), lambda nn: nn.Fold((4, 5), 2),
                  lambda nn: nn.FeatureAlphaDropout(0.2), lambda nn: nn.LocalResponseNorm(2),
                  lambda nn: nn.AvgPool3d(2), lambda nn: nn.MaxPool3d(2), lambda nn: nn.AdaptiveMaxPool3d(2),
-                 lambda nn: nn.LPPool3d(2, 2), lambda nn: nn.MaxUnpool3d(2)]:
+                 lambda nn: nn.LPPool3d(2, 2), lambda nn: nn.MaxUnpool3d(2),
+                 lambda nn: nn.BatchNorm1d(8, affine=False), lambda nn: nn.GroupNorm(2, 4, affine=False)]:
         v, t = ctor(vnn), ctor(torch.nn)
         assert repr(v).split("  #")[0] == repr(t), (repr(v), repr(t))
 

@@ -645,3 +645,68 @@ def test_polygamma_second_order_and_samplers():
         vl.poisson(vl.tensor([-1.0]))
     with pytest.raises(RuntimeError, match="n must be a non-negative int"):
         vl.polygamma(-1, vl.ones(2))
+
+
+def test_reduction_dim_rules_match_torch():
+    """amax/max over a non-empty dim of an empty tensor give an empty result; an empty reduced
+    dim is PyTorch's IndexError (RuntimeError with no dim); max/argmax take one int dim."""
+    for M in (vl, torch):
+        assert tuple(M.zeros(0, 3).amax(1).shape) == (0,)
+        assert tuple(M.zeros(0, 3).amin(dim=-1, keepdim=True).shape) == (0, 1)
+        r = M.zeros(0, 3).max(1)
+        assert tuple(r.values.shape) == (0,) and r.indices.dtype == M.int64
+        with pytest.raises(IndexError):
+            M.zeros(0, 3).amax(0)
+        with pytest.raises(IndexError):
+            M.zeros(0, 3).max(0)
+        with pytest.raises(RuntimeError):
+            M.zeros(0, 3).amax()
+        for f in (lambda t: t.max(dim=(0, 1)), lambda t: t.argmax(dim=(0,)), lambda t: t.min((1,))):
+            with pytest.raises(TypeError):
+                f(M.ones(2, 2))
+        with pytest.raises(RuntimeError):
+            M.ones(2).clamp()
+
+
+def test_repeat_interleave_counts_only_form_matches_torch():
+    for counts in ([1, 3], [2, 0, 1], [4]):
+        np.testing.assert_array_equal(vl.repeat_interleave(vl.tensor(counts)).numpy(),
+                                      torch.repeat_interleave(torch.tensor(counts)).numpy())
+    r = vl.tensor([[1, 2], [3, 4]]).repeat_interleave(2, dim=0, output_size=4)
+    np.testing.assert_array_equal(r.numpy(), [[1, 2], [1, 2], [3, 4], [3, 4]])
+    with pytest.raises(RuntimeError):
+        vl.repeat_interleave(vl.tensor([1.5, 2.0]))
+
+
+def test_empty_dim_list_reduces_everything_as_torch():
+    a = np.array([[1.0, 2.0], [3.0, 5.0]])
+    for name in ("sum", "mean", "amax", "amin"):
+        for dim in ([], ()):
+            for keepdim in (False, True):
+                rv = getattr(vl.tensor(a), name)(dim=dim, keepdim=keepdim)
+                rt = getattr(torch.tensor(a), name)(dim=dim, keepdim=keepdim)
+                assert tuple(rv.shape) == tuple(rt.shape)
+                np.testing.assert_allclose(rv.numpy(), rt.numpy())
+    assert vl.tensor([1, 2]).sum(dim=[]).dtype == vl.int64
+    assert vl.autograd.gradcheck(lambda x: x.mean(dim=[]) + x.sum([]) + x.amax(()),
+                                 (vl.tensor(a, requires_grad=True),))
+
+
+def test_masked_fill_value_tensor_must_be_0d_as_torch():
+    mask = [True, False]
+    for M in (vl, torch):
+        np.testing.assert_array_equal(M.tensor([1.0, 2.0]).masked_fill(M.tensor(mask), M.tensor(7.0)).numpy(),
+                                      [7.0, 2.0])
+        with pytest.raises(RuntimeError):
+            M.tensor([1.0, 2.0]).masked_fill(M.tensor(mask), M.tensor([7.0]))
+
+
+def test_view_dtype_keyword_and_empty_cat_match_torch():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for M in (vl, torch):
+        r = M.tensor(a).view(dtype=M.int32)
+        np.testing.assert_array_equal(r.numpy(), a.view(np.int32))
+        with pytest.raises(ValueError):
+            M.cat([])
+        with pytest.raises(RuntimeError):
+            M.stack([])

@@ -111,3 +111,42 @@ def test_a_leaf_keeps_a_reshaped_fresh_gradient_but_copies_one_held_elsewhere():
             np.testing.assert_array_equal(x.grad.numpy(), np.full((3, 4), 2.0))
         else:
             assert not x.grad._data.flags.owndata   # kept as it came, without a copy
+
+
+@pytest.mark.parametrize("key", [(0, slice(None), [1, 3]), (slice(None), 1, [0, 2]),
+                                 (1, [0, 2], slice(None), [1, 3]), (Ellipsis, 2, [0, 3]),
+                                 (None, 0, slice(None), [2, 1])])
+def test_ints_mixed_with_index_arrays_follow_torch(key):
+    """PyTorch applies a key's integers before its index arrays (x[0, :, [1, 3]] is
+    x[0][:, [1, 3]], shape (3, 2)); NumPy would move the array dims to the front."""
+    a = np.random.default_rng(0).normal(size=(2, 3, 4, 5))
+    t = torch.tensor(a, requires_grad=True)
+    v = vl.tensor(a, requires_grad=True)
+    rt, rv = t[key], v[key]
+    assert tuple(rv.shape) == tuple(rt.shape)
+    np.testing.assert_array_equal(rv.detach().numpy(), rt.detach().numpy())
+    g = np.random.default_rng(1).normal(size=tuple(rt.shape))
+    rt.backward(torch.tensor(g))
+    rv.backward(vl.tensor(g))
+    np.testing.assert_allclose(v.grad.numpy(), t.grad.numpy())
+    assert vl.autograd.gradcheck(lambda x: x[key], (vl.tensor(a, requires_grad=True),))
+
+
+@pytest.mark.parametrize("key", [(0, slice(None), [1, 3]), (1, [0, 2], slice(None), [1, 3]),
+                                 (Ellipsis, 2, [0, 3])])
+def test_setitem_ints_mixed_with_index_arrays_follows_torch(key):
+    """x[0, :, [1, 3]] = v takes v of PyTorch's shape (3, 2), with and without autograd."""
+    rng = np.random.default_rng(2)
+    a = rng.normal(size=(2, 3, 4, 5))
+    shape = tuple(torch.tensor(a)[key].shape)
+    val = rng.normal(size=shape)
+    t, v = torch.tensor(a), vl.tensor(a)
+    t[key] = torch.tensor(val)
+    v[key] = vl.tensor(val)
+    np.testing.assert_array_equal(v.numpy(), t.numpy())
+
+    def f(x, w):
+        y = x * 1
+        y[key] = w * 2
+        return y * y
+    assert vl.autograd.gradcheck(f, (vl.tensor(a, requires_grad=True), vl.tensor(val, requires_grad=True)))

@@ -159,6 +159,9 @@ def test_repr_is_readable():
     assert repr(vl.tensor([1.0], requires_grad=True)) == "tensor([1.], requires_grad=True)"
     assert repr(vl.tensor([1.0], requires_grad=True) * 2) == "tensor([2.], grad_fn=<MulBackward0>)"
     assert "size=(0, 3)" in repr(vl.zeros(0, 3))
+    for dt in ("int64", "bool", "int32"):  # an empty tensor names its non-default dtype, as torch
+        assert repr(vl.zeros(0, dtype=getattr(vl, dt))) == \
+            repr(torch.zeros(0, dtype=getattr(torch, dt))).replace("torch.", "varlens.")
     assert repr(vl.zeros(2).shape) == "varlens.Size([2])"
 
 

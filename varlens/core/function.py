@@ -60,6 +60,11 @@ op_hook = None
 class Function:
     differentiable = True           # False: the output never requires grad (argmax, comparisons)
     differentiable_backward = True  # False: double backward goes through composite()
+    output_saved_by_torch = True    # False: PyTorch's op keeps no copy of its output (SiLU), so
+                                    # changing the output in place must not make backward refuse
+    cross_saved = False             # True: saved inputs 0 and 1 are read only for each other's
+                                    # gradient (a * b): one is version-checked only when the
+                                    # other needs a gradient, as PyTorch saves it only then
     hooks = None                    # gradient hooks on this node's output (Tensor.register_hook)
     _vs = None                      # [(version counter, version at forward)] of saved arrays
     _args = None                    # forward arrays/params, kept only for composite()
@@ -347,7 +352,12 @@ class Function:
                 if a0._data is s0 and (a1.__class__ is T or isinstance(a1, T)) and a1._data is s1:
                     self._src = (0, 1)
                     v0, v1 = a0._version, a1._version
-                    self._vs = ((v0, v0[0]), (v1, v1[0]))
+                    if self.cross_saved:
+                        n = self.next
+                        self._vs = tuple((v, v[0]) for v, other in ((v0, n[1]), (v1, n[0]))
+                                         if other is not None)
+                    else:
+                        self._vs = ((v0, v0[0]), (v1, v1[0]))
                     return
         T = Tensor
         src = []
@@ -355,13 +365,14 @@ class Function:
         for s in saved:
             if s is out:
                 src.append(-1)
-                vs.append((res._version, 0))
+                if self.output_saved_by_torch:
+                    vs.append((res._version, 0))
                 continue
             i = 0
             for a in args:
                 if a is s or (isinstance(a, T) and a._data is s):
                     src.append(i)
-                    if a is not s:
+                    if a is not s and not (self.cross_saved and i < 2 and self.next[1 - i] is None):
                         vs.append((a._version, a._version[0]))
                     break
                 i += 1

@@ -248,7 +248,8 @@ class Tensor:
                 extras.append(f"size={tuple(d.shape)}")
         else:
             body = _tensor_body(d, _PRINT)
-        if d.dtype not in (DT.get_default_dtype(), DT.int64, DT.bool_):
+        # (an empty tensor names every dtype but the default float one, as torch's repr)
+        if d.dtype != DT.get_default_dtype() and (d.size == 0 or d.dtype not in (DT.int64, DT.bool_)):
             extras.append(f"dtype=varlens.{d.dtype}")
         if self._node is not None:
             extras.append(f"grad_fn=<{_graph_nodes.node_name(self._node)}>")

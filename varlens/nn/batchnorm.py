@@ -121,7 +121,7 @@ class _BatchNorm(_NormBase):
 
     def extra_repr(self):
         s = (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-             f"bias={self._has_bias}, track_running_stats={self.track_running_stats}")
+             f"bias={self._has_bias and bool(self.affine)}, track_running_stats={self.track_running_stats}")
         return s + (", eps_mode='std'" if self.eps_mode != "sqrt" else "")
 
 

@@ -87,7 +87,7 @@ class GroupNorm(Module):
         return _group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, bias={self._has_bias}"
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, bias={self._has_bias and bool(self.affine)}"
 
 
 # ---------------------------------------------------------------- normalisation

@@ -135,6 +135,7 @@ class GELU(Function):
 
 class SiLU(Function):
     """out = x s(x);  d/dx = s(x) (1 + x (1 - s(x)))."""
+    output_saved_by_torch = False   # only x is PyTorch's saved value: out.add_() stays allowed
 
     def forward(self, x):
         s = D._sigmoid_array(x)

@@ -237,6 +237,9 @@ def getitem(x, key):
     basic = _plain_basic(key)
     if not basic:
         key = index_key(key)
+        split = _ints_first(key)
+        if split is not None:
+            return getitem(getitem(x, split[0]), split[1])
     if x._data.__class__ is not xp.ndarray:
         key = _key_to(key, B.namespace(x._data))
     out = GetItem.apply(x, key)
@@ -248,6 +251,43 @@ def getitem(x, key):
         if _enabled[0]:  # remember the base, so an in-place op on the view can update it (tensor._commit)
             out._view_of = (x, "index", key, x._data)
     return out
+
+
+def _ints_first(key):
+    """PyTorch applies the integers of a key before its index arrays (x[0, :, [1, 3]] is
+    x[0][:, [1, 3]], of shape (3, 2)), where NumPy treats an integer next to an array as one
+    more advanced index and may move the result's dimensions to the front.  For a key with
+    both, the two keys to apply one after the other; None when NumPy's rule gives PyTorch's
+    result anyway (no integers, no arrays, or a boolean mask, which spans several dims)."""
+    if key.__class__ is not tuple:
+        return None
+    has_int = has_arr = False
+    for k in key:
+        if k.__class__ is int:
+            has_int = True
+        elif hasattr(k, "ndim") and hasattr(k, "dtype"):
+            if k.dtype == bool or k.ndim == 0:
+                return None
+            has_arr = True
+    if not (has_int and has_arr):
+        return None
+    first = tuple(k if k.__class__ is int or k is None or k is Ellipsis else slice(None) for k in key)
+    second = tuple(slice(None) if k is None else k for k in key if k.__class__ is not int)
+    return first, second
+
+
+def ints_first_key(key, a):
+    """For a key into the array ``a`` mixing integers and index arrays (see _ints_first), one
+    key of index arrays (in ``a``'s library) that picks the same elements in PyTorch's order and
+    shape, so ``x[key] = v`` expects v of PyTorch's shape; None when NumPy's rule agrees."""
+    split = _ints_first(key)
+    if split is None:
+        return None
+    first, second = split
+    lib, shape = _ns(a), a.shape
+    n = len(shape)
+    return tuple(lib.broadcast_to(lib.arange(m).reshape((1,) * d + (m,) + (1,) * (n - d - 1)), shape)
+                 [first][second] for d, m in enumerate(shape))
 
 
 def _plain_basic(key):
@@ -351,6 +391,9 @@ def masked_fill(x, mask, value):
     if m.dtype != bool:
         raise RuntimeError(f"masked_fill: mask must be a bool tensor, got dtype {m.dtype}")
     if isinstance(value, Tensor):
+        if value.ndim:
+            raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got a "
+                               f"tensor of shape {tuple(value.shape)}")
         # a CUDA value stays on the device (0-d array), no host read
         value = value.item() if value._data.__class__ is xp.ndarray else value._data
     if isinstance(value, (str, bytes)) or value is None:
@@ -770,7 +813,12 @@ def diagonal(x, offset=0, dim1=0, dim2=1):
 
 
 @torch_args(tensor_first=True)
-def repeat_interleave(x, repeats, dim=None):
+def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
+    if repeats is None:  # repeat_interleave(counts): each index i, counts[i] times (PyTorch's form)
+        if not isinstance(x, Tensor) or x.ndim > 1 or x.dtype.kind not in "iu":
+            raise RuntimeError("repeat_interleave: with one argument, repeats must be a 0-D or 1-D "
+                               f"integer tensor, got {getattr(x, 'dtype', type(x).__name__)}")
+        x, repeats = Tensor._make(_on(xp.arange(x.numel()), x._data)), flatten(x)
     if dim is None:
         x, dim = flatten(x), 0
     dim %= x.ndim

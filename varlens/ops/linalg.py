@@ -173,7 +173,10 @@ class Inv(Function):
 
     def forward(self, a):
         xp = self.xp
-        y = xp.linalg.inv(a)
+        try:
+            y = xp.linalg.inv(a)
+        except xp.linalg.LinAlgError:   # PyTorch's torch.linalg.LinAlgError, a RuntimeError
+            raise LinAlgError("linalg.inv: the input matrix is singular (not invertible)") from None
         self.save_for_backward(y)
         return y
 
@@ -196,7 +199,10 @@ class Solve(Function):
     def forward(self, a, b):
         xp = self.xp
         self.vec = _vector_rhs(a, b)
-        x = xp.linalg.solve(a, b[..., None] if self.vec else b)
+        try:
+            x = xp.linalg.solve(a, b[..., None] if self.vec else b)
+        except xp.linalg.LinAlgError:   # PyTorch's torch.linalg.LinAlgError, a RuntimeError
+            raise LinAlgError("linalg.solve: the input matrix A is singular") from None
         self.a, self.x = a, x
         return x[..., 0] if self.vec else x
 
@@ -1905,7 +1911,7 @@ def _ex(A, check_errors, fn, matrix, compute, nan_shape):
         return _ex_device(A, check_errors, fn, matrix, compute, nan_shape)
     try:
         return compute(), Tensor._make(xp.zeros(tuple(A.shape[:-2]), dtype=xp.int32))
-    except xp.linalg.LinAlgError:
+    except (xp.linalg.LinAlgError, LinAlgError):   # (inv/solve re-raise NumPy's as varlens's)
         pass
     info = _getrf(A._data)[2]
     if check_errors:
@@ -1922,7 +1928,7 @@ def _ex_device(A, check_errors, fn, matrix, compute, nan_shape):
         raise LinAlgError(f"{fn}: {matrix} is singular (a pivot of its LU factorisation is exactly zero)")
     try:
         res = compute()
-    except xp.linalg.LinAlgError:   # (a library that raises for a singular matrix)
+    except (xp.linalg.LinAlgError, LinAlgError):   # (a library that raises for a singular matrix)
         return Tensor._make(lib.full(nan_shape(), xp.nan, dtype=A.dtype)), Tensor._make(info)
     return where(Tensor._make((info > 0).any()), float("nan"), res), Tensor._make(info)
 

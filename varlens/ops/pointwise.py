@@ -186,6 +186,7 @@ class Sub(Function):
 
 class Mul(Function):
     """out = a * b;  d/da = b, d/db = a (product rule)."""
+    cross_saved = True
 
     def forward(self, a, b):
         self.save_for_backward(a, b)
@@ -556,7 +557,7 @@ class Clamp(Function):
 
     def forward(self, x, lo=None, hi=None):
         if lo is None and hi is None:
-            raise ValueError("clamp: at least one of min and max must be given")
+            raise RuntimeError("clamp: at least one of min and max must be given (both were None)")
         xp = self.xp
         mask = xp.ones(x.shape, dtype=bool)
         if lo is not None:

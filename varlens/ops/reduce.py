@@ -326,6 +326,7 @@ def _tname(dtype):
 # ---------------------------------------------------------------- wrappers
 @torch_args(tensor_first=True)
 def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
+    dim = _empty_dims_all(dim)
     if dim is None and dtype is None and x._data.dtype.kind in "fc":  # the common case, fast
         return Sum.apply(x, tuple(range(x._data.ndim)), keepdim)
     if dtype is not None:
@@ -337,6 +338,7 @@ def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
 
 @torch_args(tensor_first=True)
 def mean(x, dim=None, keepdim=False, *, dtype=None):
+    dim = _empty_dims_all(dim)
     if dtype is not None:
         x = x.to(dtype)
     if x.dtype.kind not in "fc":
@@ -388,19 +390,40 @@ def std_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 @torch_args(tensor_first=True)
 def amax(x, dim=None, keepdim=False):
-    _nonempty(x, "amax")
-    return Amax.apply(x, norm_dims(dim, x.ndim, "amax"), keepdim)
+    dim = _empty_dims_all(dim)
+    dims = norm_dims(dim, x.ndim, "amax")
+    _nonempty(x, "amax", None if dim is None else dims)
+    return Amax.apply(x, dims, keepdim)
 
 
 @torch_args(tensor_first=True)
 def amin(x, dim=None, keepdim=False):
-    _nonempty(x, "amin")
-    return Amin.apply(x, norm_dims(dim, x.ndim, "amin"), keepdim)
+    dim = _empty_dims_all(dim)
+    dims = norm_dims(dim, x.ndim, "amin")
+    _nonempty(x, "amin", None if dim is None else dims)
+    return Amin.apply(x, dims, keepdim)
 
 
-def _nonempty(x, op):
-    if x.numel() == 0:
-        raise RuntimeError(f"{op}: cannot reduce an empty tensor of shape {tuple(x.shape)}")
+def _empty_dims_all(dim):
+    """sum/mean/amax/amin(dim=[]) reduce over every dim in PyTorch (not over none)."""
+    return None if dim.__class__ in (tuple, list) and not dim else dim
+
+
+def _nonempty(x, op, dims=None):
+    """Refuse a max/min over nothing.  With ``dims`` (the reduced dims) only those must be
+    non-empty, as PyTorch: amax over dim 1 of a (0, 3) tensor is an empty (0,) result."""
+    # (this module defines its own any/min: a plain membership test instead)
+    if x.numel() == 0 and (dims is None or not x.ndim or 0 in [x.shape[d] for d in dims]):
+        # an empty reduced dim named by the caller is an IndexError in PyTorch, no dim a RuntimeError
+        raise (RuntimeError if dims is None else IndexError)(
+            f"{op}: cannot reduce an empty tensor of shape {tuple(x.shape)} over dims "
+            f"{'(all)' if dims is None else dims}; give a dim of non-zero size")
+
+
+def _int_dim(dim, op):
+    """max/min/argmax/argmin(dim=...) take one dim, as PyTorch: a tuple is a TypeError."""
+    if isinstance(dim, (tuple, list)):
+        raise TypeError(f"{op}(): argument 'dim' must be int, not {type(dim).__name__}")
 
 
 from varlens.ops import return_types as _rt  # noqa: E402
@@ -474,8 +497,9 @@ def min(x, dim=None, keepdim=False):  # noqa: A001
 
 
 def _minmax_dim(x, dim, keepdim, argf, result, node):
-    _nonempty(x, "max/min")
+    _int_dim(dim, "max/min")
     d = norm_dims(dim, x.ndim, "max/min")[0] if x.ndim else norm_dims(dim, 1, "max/min")[0] * 0
+    _nonempty(x, "max/min", (d,))
     idx = argf(x, d, keepdim=True)
     vals = node.apply(x, d, idx._data, keepdim)
     if not keepdim and x.ndim:
@@ -493,6 +517,7 @@ def argmax(x, dim=None, keepdim=False):
                              f"empty tensor of shape {tuple(a.shape)})")
         r = xp.argmax(a.reshape(-1))
         return Tensor._make(xp.asarray(r, dtype=xp.int64).reshape((1,) * a.ndim if keepdim else ()))
+    _int_dim(dim, "argmax")
     d = norm_dims(dim, a.ndim, "argmax")[0] if a.ndim else 0
     return Tensor._make(xp.asarray(xp.argmax(a, axis=d, keepdims=keepdim), dtype=xp.int64))
 
@@ -507,6 +532,7 @@ def argmin(x, dim=None, keepdim=False):
                              f"empty tensor of shape {tuple(a.shape)})")
         r = xp.argmin(a.reshape(-1))
         return Tensor._make(xp.asarray(r, dtype=xp.int64).reshape((1,) * a.ndim if keepdim else ()))
+    _int_dim(dim, "argmin")
     d = norm_dims(dim, a.ndim, "argmin")[0] if a.ndim else 0
     return Tensor._make(xp.asarray(xp.argmin(a, axis=d, keepdims=keepdim), dtype=xp.int64))
 

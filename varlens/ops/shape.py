@@ -159,9 +159,14 @@ def _reshaped(x, shape):
     return _view_of(Reshape.apply(x, shape), x, "reshape", shape)
 
 
-def view(x, *shape):
+def view(x, *shape, dtype=None):
     """x.view(*shape): a reshape that must not copy (torch raises when the strides make that
-    impossible, e.g. t().view(-1)); x.view(dtype) reinterprets the bits as another dtype."""
+    impossible, e.g. t().view(-1)); x.view(dtype) (or view(dtype=...)) reinterprets the bits
+    as another dtype."""
+    if dtype is not None:
+        if shape:
+            raise TypeError("view(): pass either a shape or dtype=, not both")
+        return _view_dtype(x, dtype)
     if len(shape) == 1 and shape[0].__class__ is not int and _is_dtype(shape[0]):
         return _view_dtype(x, shape[0])
     shp = _shape_arg(shape, "view")
@@ -390,7 +395,7 @@ def _common_dtype(tensors):
 def cat(tensors, dim=0):
     tensors = _check_seq(tensors, "cat")
     if not tensors:
-        raise RuntimeError("cat: expected a non-empty list of tensors")
+        raise ValueError("cat: expected a non-empty list of tensors")   # PyTorch's type (stack's is RuntimeError)
     dt = _common_dtype(tensors)
     if dt is not None:
         tensors = [t if t._data.dtype == dt else t.to(dt) for t in tensors]

@@ -24,7 +24,7 @@ from varlens.ops.creation import multinomial as _multinomial
 from varlens.ops.pointwise import abs as _abs_op, add as _add_op, clamp as _clamp_op, clone as _clone_op, cos as _cos_op, div as _div_op, exp as _exp_op, log as _log_op, mul as _mul_op, neg as _neg_op, pow as _pow_op, sigmoid as _sigmoid_op, sin as _sin_op, sqrt as _sqrt_op, sub as _sub_op, tanh as _tanh_op
 from varlens.ops.activation import relu as _relu_op
 from varlens.ops.index import getitem as _getitem_op, index_key as _index_key_op, setitem as _setitem_op
-from varlens.ops.index import _key_to, _ns
+from varlens.ops.index import _key_to, _ns, ints_first_key as _ints_first_key
 from varlens.ops.shape import permute as _permute_op, reshape as _reshape_op
 from varlens.random import generator_for
 from varlens.ops import compare as _compare
@@ -56,6 +56,9 @@ def _inplace(self, result_fn, array_fn, other_rg=False):
             raise RuntimeError(
                 "a leaf tensor that requires grad is being used in an in-place operation; "
                 "wrap the update in varlens.no_grad() (as optimisers do) or clone() it first")
+        # the old array stays as it was, but PyTorch's in-place op overwrites it: bump its
+        # counter first, so a backward that saved this tensor refuses as PyTorch's does
+        self._version[0] += 1
         res = result_fn()
         _commit(self, res)
         return self
@@ -269,6 +272,9 @@ def __setitem__(self, key, value):
             v = value = lib.asarray(B.to_host(value) if B.is_array(value) else value, dtype=self._data.dtype)
         elif isinstance(value, Tensor):
             _check_same_device(self._data, v)
+    k2 = _ints_first_key(key, self._data)
+    if k2 is not None:  # PyTorch's order for a key of ints and index arrays (x[0, :, [1, 3]] = v)
+        key = k2
     if (self._rg or (isinstance(value, Tensor) and value._rg)) and _enabled[0]:
         return _inplace(self, lambda: _setitem_op(self, key, value), None, True)
 
@@ -307,7 +313,7 @@ def _commit(t, res):
     vo = t.__dict__.get("_view_of")
     if vo is None:
         # the tensor now holds a new array: it takes that array's version counter (the old
-        # array, which backward may have saved, is unchanged)
+        # array is unchanged; _inplace bumped its counter so a backward that saved it refuses)
         t._data, t._node, t._rg, t._version = res._data, res._node, res._rg, res._version
         return
     base, kind, arg, _ = vo

@@ -352,10 +352,10 @@ class Function:
                 if a0._data is s0 and (a1.__class__ is T or isinstance(a1, T)) and a1._data is s1:
                     self._src = (0, 1)
                     v0, v1 = a0._version, a1._version
-                    if self.cross_saved:
+                    if self.cross_saved:   # (a * b: a is read only for b's gradient, and back)
                         n = self.next
-                        self._vs = tuple((v, v[0]) for v, other in ((v0, n[1]), (v1, n[0]))
-                                         if other is not None)
+                        self._vs = (((v0, v0[0]),) if n[1] is not None else ()) + \
+                                   (((v1, v1[0]),) if n[0] is not None else ())
                     else:
                         self._vs = ((v0, v0[0]), (v1, v1[0]))
                     return

@@ -146,10 +146,17 @@ def test_col_sums_match_a_float64_reference(impl):
         assert got.shape == (3, x.shape[1]) and got.dtype == np.float64
         scale = np.stack([np.abs(r).sum(0), (r * r).sum(0), np.abs(r * r * r).sum(0)]) + 1e-300
         assert np.all(np.abs(got - ref) <= 1e-12 * scale), (x.shape, x.dtype)
+        for k in (1, 2):                 # only the first k sums; the other rows stay zero
+            part = f(x, k)
+            assert np.all(np.abs(part[:k] - ref[:k]) <= 1e-12 * scale[:k]) and not part[k:].any(), (x.shape, k)
     x = np.ones((4, 3), np.float32)
     x[1, 2] = np.nan
     got = f(x)
     assert np.isnan(got[:, 2]).all() and np.all(got[:, :2] == [[4, 4], [4, 4], [4, 4]])
+    for rows in (1, 7, 8, 9, 17):        # row counts around the kernel's blocks of rows
+        x = np.arange(rows * 5, dtype=np.float32).reshape(rows, 5) - 3
+        r = x.astype(np.float64)
+        assert np.array_equal(f(x), np.stack([r.sum(0), (r * r).sum(0), (r ** 3).sum(0)])), rows
 
 
 @pytest.mark.parametrize("impl", ["kernel", "numpy"])

@@ -361,3 +361,75 @@ def test_batchnorm_eval_and_embedding_and_avgpool_rules():
     lens.detach()
     r = _rows_by(compare(lens))["e"]
     assert r.predicted_local == pytest.approx(float(np.mean(emb.weight._data.astype(np.float64) ** 2)))
+
+
+class _Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+        self.norm = nn.LayerNorm(d)
+        self.skip = nn.Identity()
+
+    def forward(self, x):
+        return self.norm(self.skip(x) + F.relu(self.fc(x)))
+
+
+def _record_state(lens):
+    """Everything a record accumulates, as plain values (statistics folded)."""
+    out = {}
+    for key, r in lens.records.items():
+        st = {}
+        for name in ("out", "grad", "weight", "weight_grad"):
+            s = getattr(r, name)
+            st[name] = (s.n, s.mean, s.m2, s.amax, s.zeros, s.nan, s.inf, s.rows, s.rq_mean, s.rq_m2, s.calls,
+                        s.shape, s.num_n, s.tiny16, s.over16)
+        st["inputs"] = [(i.producer, i.sum_mean, i.sum_q, i.n, i.shape) for i in r.inputs]
+        st["links"] = (r.source, r.producer, list(r.consumers), r.rows, sorted(r.linked))
+        st["units"] = (None if r.unit_q is None else r.unit_q.tolist(), r.unit_calls,
+                       None if r.grad_unit_q is None else r.grad_unit_q.tolist(), r.grad_unit_calls)
+        st["params"] = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in r.params.items()}
+        out[key] = st
+    return out
+
+
+def test_module_hook_short_path_records_what_the_general_path_records():
+    """A module returning the output of the same op inside it as when it was linked (Record.via)
+    takes the forward hook's short path on ordinary sampled steps; the records must be exactly
+    those of the general path (_record) for every step, detail steps included, with modules used
+    twice, an Identity passing its input on, residual additions, norm layers and F.relu."""
+    def build():
+        vl.manual_seed(0)
+        return nn.Sequential(nn.Linear(6, 8), nn.ReLU(), _Block(8), nn.Identity(), _Block(8), nn.Linear(8, 3))
+    g = np.random.default_rng(4)
+    xs = [vl.tensor(g.standard_normal((5, 6)).astype(np.float32)) for _ in range(13)]
+    m_fast, m_gen = build(), build()
+    lf, lg = Lens(m_fast, weight_every=3), Lens(m_gen, weight_every=3)
+    calls = {"record": 0}
+    orig = Lens._record
+
+    def counted(self, *a):
+        if self is lf:
+            calls["record"] += 1
+        return orig(self, *a)
+    Lens._record = counted
+    try:
+        for x in xs:
+            for lens, m in ((lf, m_fast), (lg, m_gen)):
+                if lens is lg:
+                    for r in lens.records.values():
+                        r.via = None          # the general path for every module call
+                out = m(x)
+                (out * out).sum().backward()
+                lens.step()
+                for p in m.parameters():
+                    p.grad = None
+    finally:
+        Lens._record = orig
+    assert _record_state(lf) == _record_state(lg)
+    modules = sum(1 for r in lf.records.values() if r.level == "module")
+    # the general path: every module on the 5 detail steps (sampled steps 0, 3, 6, 9, 12), and on the
+    # 8 others only the three Identity modules (their output is their input: linked by 'passed')
+    assert modules == 13 and calls["record"] == 5 * 13 + 8 * 3
+    assert any(r.via for r in lf.records.values())
+    lf.detach()
+    lg.detach()

@@ -72,6 +72,7 @@ OP_PARAM_NAMES = {"linear": (None, "weight", "bias"), "conv": (None, "weight", "
                   "rms_norm": (None, "weight"), "embedding": ("weight",)}
 OP_SATURATING = {"tanh": "tanh", "sigmoid": "sigmoid", "softmax": "softmax"}
 CROSS_OPS = {"add", "sub", "mul"}
+_PARAMS_EVERY_CALL = frozenset(("dropout", "softmax", "log_softmax", "sdpa", "batch_norm", "avg_pool"))
 MIXING_KINDS = LINEAR_LIKE | {"linear", "conv"}
 
 
@@ -228,7 +229,7 @@ class Lens:
         # cannot reuse their memory; same-process A/B on bench_lens.py's MLP, 2026-11-26:
         # about 2 points of the overhead)
         self._gsumm = {}
-        self._cols = {}            # id(array) -> (array, kernels.col_sums of it or None): detail steps
+        self._cols = {}            # id(array) -> (array, kernels.col_sums of it or None, k): detail steps
         self._moms = {}            # id(array) -> (array, moments) of inputs no record produced
         self.model, self.every, self.grads, self.weights, self.ops = model, every, grads, weights, bool(ops)
         self.records = {}          # key -> Record, in order of first call
@@ -284,9 +285,17 @@ class Lens:
 
     def _make_hook(self, path, rec, root=False):
         """The forward hook of the module at ``path`` (``rec``: it has a module-level record;
-        ``root``: it is the model, whose hook also ends the forward pass after its record)."""
+        ``root``: it is the model, whose hook also ends the forward pass after its record).
+
+        The usual call takes a short path: the module's first call in the pass, on an ordinary
+        sampled step, returning the output of the same op inside it as when its record was
+        linked to that op (``Record.via``, set by :meth:`_record`).  Its record then shares the
+        op's statistics, so only the row count, the input's moments and the output's producer
+        are noted; anything else goes to :meth:`_record`."""
         stack = self._stack
         ops = self.ops
+        calls, records, produced, summ = self._calls, self.records, self._produced, self._summ
+        T = _Tensor
 
         def hook(module, args, output):
             if self._active:
@@ -296,7 +305,38 @@ class Lens:
                     elif path in stack:            # a child raised past its hook: unwind to here
                         del stack[stack.index(path):]
                 if rec and output is not None:
-                    self._record(path, module, args, output)
+                    r = records.get(path) if path not in calls else None
+                    via = r.via if r is not None else None
+                    inp = args[0] if args else None
+                    if via is not None and output.__class__ is T and inp.__class__ is T and not self._detail:
+                        a = output._data
+                        hit = produced.get(id(a))
+                        if hit is not None and hit[0] is a and hit[1] == via:
+                            calls[path] = 1
+                            r.rows = a.shape[0] if a.ndim else 1
+                            d = inp._data                # the input, as _record notes it
+                            ida = id(d)
+                            prev = produced.get(ida)
+                            hs = None
+                            if r.inputs and r.kind not in NORM_LIKE and (
+                                    prev is None or prev[0] is not d or prev[1] == path or (0, prev[1]) in r.linked):
+                                hs = summ.get(ida)
+                            if hs is not None and hs[0] is d and hs[1][0]:
+                                sm = hs[1]
+                                if r.kind in _SHAPED:
+                                    r.params["in_shape"] = tuple(d.shape)
+                                im = r.inputs[0]
+                                im.sum_mean += sm[1]
+                                im.sum_q += sm[2] / sm[0] + sm[1] * sm[1]
+                                im.n += 1
+                                im.shape = d.shape
+                            else:
+                                self._note_input(r, 0, d, module)
+                            produced[id(a)] = (a, path)
+                        else:
+                            self._record(path, module, args, output)
+                    else:
+                        self._record(path, module, args, output)
             if root:
                 self._end_pass(module, args, output)
             return None
@@ -350,6 +390,8 @@ class Lens:
                 rec.source = src.key       # the op that made this output: the same tensor, shared stats
                 rec.out = src.out
                 rec.grad = src.grad
+                if inside and key == name and (s.level != "module" or s.source is not None):
+                    rec.via = s.key        # (the hook's short path: the same producer gives the same source)
             else:
                 sm = self._summary(a)
                 rec.out.update(a, rec.sat_kind, sm)
@@ -361,7 +403,7 @@ class Lens:
                 rec.params["training"] = bool(getattr(module, "training", True))
             if self._detail and rec.kind in LINEAR_LIKE and a.dtype.kind == "f":
                 ax = unit_axis(a, rec.kind.startswith("Conv"))
-                rec.add_units(a, ax, cols=self._col_sums(a) if ax == a.ndim - 1 else None)
+                rec.add_units(a, ax, cols=self._col_sums(a, 3) if ax == a.ndim - 1 else None)
         if inp is not None:              # after the output: its summary may be this input's
             d = inp._data                # (_note_input's common case, inline: an input that is a
             ida = id(d)                  # summarised output, already linked, no detail, no norm)
@@ -472,7 +514,7 @@ class Lens:
             im.shape = a.shape
             return
         if kind in MIXING_KINDS:
-            self._feature_means(rec, a, self._col_sums(a))
+            self._feature_means(rec, a, self._col_sums(a, 1))
         elif kind in _ACT_KINDS:
             if prev is not None and prev[0] is a:
                 pr = self.records[prev[1]]
@@ -481,7 +523,7 @@ class Lens:
                     pk.startswith("BatchNorm") or a.ndim == 4
             else:
                 rec.params["conv_input"] = a.ndim == 4
-            channel_moments(rec, a, self._col_sums(a))
+            channel_moments(rec, a, self._col_sums(a, 3))
         im.add(m, q, a.shape)
 
     @staticmethod
@@ -546,12 +588,18 @@ class Lens:
     def _summary(self, a):
         return _memo(self._summ, a, summarize)
 
-    def _col_sums(self, a):
-        """:func:`kernels.col_sums` of a host float array seen as (-1, last axis), once per array
-        per pass (a Linear's output feeds its op's and its module's unit moments and the next
-        activation's channel moments); None where it does not apply (device arrays, other
-        dtypes, non-contiguous, fewer than 2 dims)."""
-        return _memo(self._cols, a, _col_sums_of)
+    def _col_sums(self, a, k=3):
+        """:func:`kernels.col_sums` of a host float array seen as (-1, last axis), its first ``k``
+        sums (1: x, 2: and x^2, 3: and x^3), once per array per pass (a Linear's output feeds its
+        op's and its module's unit moments and the next activation's channel moments: asked
+        with k=3 from the first); None where it does not apply (device arrays, other dtypes,
+        non-contiguous, fewer than 2 dims)."""
+        hit = self._cols.get(id(a))
+        if hit is not None and hit[0] is a and hit[2] >= k:
+            return hit[1]
+        v = _col_sums_of(a, k)
+        self._cols[id(a)] = (a, v, k)
+        return v
 
     def _grad_hook(self, rec):
         summ = self._gsumm
@@ -578,7 +626,7 @@ class Lens:
                 rec.grad.update_numerics(a)
                 if rec.params.get("feeds_mixing"):
                     ax = unit_axis(a, rec.params["feeds_mixing"] == "conv")
-                    rec.add_units(a, ax, grad=True, cols=self._col_sums(a) if ax == a.ndim - 1 else None)
+                    rec.add_units(a, ax, grad=True, cols=self._col_sums(a, 2) if ax == a.ndim - 1 else None)
             return None
         return hook
 
@@ -644,22 +692,23 @@ class Lens:
         detail = self._detail
         for i, t in enumerate(args):
             if t.__class__ is T or isinstance(t, T):
-                if i not in pidx:
-                    d = t._data                  # (_note_input's common case, inline: an input that
-                    ida = id(d)                  # is a summarised output, already linked, no detail)
-                    if i or not detail:
-                        prev = produced.get(ida)
-                        if prev is None or prev[0] is not d or prev[1] == key or (i, prev[1]) in rec.linked:
-                            hit = summ.get(ida)
-                            if hit is not None and hit[0] is d and hit[1][0] and i < len(rec.inputs):
-                                s = hit[1]
-                                im = rec.inputs[i]
-                                im.sum_mean += s[1]
-                                im.sum_q += s[2] / s[0] + s[1] * s[1]
-                                im.n += 1
-                                im.shape = d.shape
-                                continue
-                    self._note_input(rec, i, d)
+                if i in pidx:                    # (a parameter: read at compare time)
+                    continue
+                d = t._data                      # (_note_input's common case, inline: an input that
+                ida = id(d)                      # is a summarised output, already linked, no detail)
+                if i or not detail:
+                    prev = produced.get(ida)
+                    if prev is None or prev[0] is not d or prev[1] == key or (i, prev[1]) in rec.linked:
+                        hit = summ.get(ida)
+                        if hit is not None and hit[0] is d and hit[1][0] and i < len(rec.inputs):
+                            s = hit[1]
+                            im = rec.inputs[i]
+                            im.sum_mean += s[1]
+                            im.sum_q += s[2] / s[0] + s[1] * s[1]
+                            im.n += 1
+                            im.shape = d.shape
+                            continue
+                self._note_input(rec, i, d)
             elif isinstance(t, (int, float)) and not isinstance(t, bool):
                 if scalars is None:
                     scalars = {}
@@ -675,16 +724,24 @@ class Lens:
                     c = float(B.namespace(x, y).vdot(x.reshape(-1), y.reshape(-1))) / x.size
                 rec.cross += c
                 rec.cross_n += 1
-        if kwargs or new or op in ("dropout", "softmax", "log_softmax", "sdpa", "batch_norm", "avg_pool"):
+        if kwargs or new or op in _PARAMS_EVERY_CALL:
             self._op_params(rec, op, args, kwargs, a)
         if self._detail and op in ("linear", "conv"):
             ax = unit_axis(a, op == "conv")
-            rec.add_units(a, ax, cols=self._col_sums(a) if ax == a.ndim - 1 else None)
+            rec.add_units(a, ax, cols=self._col_sums(a, 3) if ax == a.ndim - 1 else None)
         if op == "sdpa":
             self._sdpa_internals(path, args, res)
-        self._produced[id(a)] = (a, key)
-        if self.grads and res._rg:
-            self._attach_grad(rec, res)
+        produced[id(a)] = (a, key)
+        if res._rg and self.grads:
+            h = rec.grad_hook
+            node = res._node
+            if h is not None and node is not None:     # (_attach_grad, inline: every op)
+                if node.hooks is None:
+                    node.hooks = [h]
+                else:
+                    node.hooks.append(h)
+            else:
+                self._attach_grad(rec, res)
 
     def _op_params(self, rec, op, args, kwargs, a):
         """Scalars an op's rule needs (its keyword parameters, dropout's p, softmax's row variance)."""
@@ -900,11 +957,12 @@ def _memo(store, a, fn):
     return v
 
 
-def _col_sums_of(a):
-    """kernels.col_sums of ``a`` as (-1, last axis), or None where it does not apply."""
+def _col_sums_of(a, k=3):
+    """kernels.col_sums of ``a`` as (-1, last axis) (its first ``k`` sums), or None where it does
+    not apply."""
     if a.__class__ is not np.ndarray or a.ndim < 2 or a.dtype not in _FAST or not a.flags.c_contiguous or not a.size:
         return None
-    return col_sums(a.reshape(-1, a.shape[-1]))
+    return col_sums(a.reshape(-1, a.shape[-1]), k)
 
 
 def channel_moments(rec, a, cols=None):

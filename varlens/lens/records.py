@@ -186,19 +186,12 @@ def summarize(a):
     goes to :func:`_summarize_general`, which counts NaN/Inf and leaves them out.
     """
     if a.__class__ is np.ndarray and a.dtype is _F32 and a.size and a.flags.c_contiguous:
-        k = _K._kernels                  # the common case, float32 on the host, in a few lines
-        if k:                            # (None before first use, False without numba)
+        if _K._kernels:                  # the common case, float32 on the host: one compiled call
+            k = _K._summary32            # (_kernels: None before first use, False without numba)
             rows2 = a if a.ndim == 2 else (a.reshape(a.shape[0], -1) if a.ndim else a.reshape(1, 1))
-            s1, s2, ss, amax, zeros = k[_F32](rows2)
-            if amax < math.inf:          # every value finite; float32 data cannot overflow the float64 sums
-                n = rows2.size
-                m, width = rows2.shape
-                ww = float(width * width)
-                mean = s1 / n
-                sd = ss / ww - s2 * s2 / (ww * m)
-                m2 = s2 - n * mean * mean
-                return (n, mean, m2 if m2 > 0.0 else 0.0, amax, zeros, 0, 0,  # noqa: FURB136 (no max() calls)
-                        (m, s2 / width / m, sd if sd > 0.0 else 0.0), width)  # noqa: FURB136
+            r = k(rows2)
+            if r[0] >= 0:                # every value finite; float32 data cannot overflow the float64 sums
+                return r
             return _summarize_general(rows2)
     if a.ndim == 0:
         a = a.reshape(1, 1)
@@ -623,6 +616,7 @@ class Record:
     nonfinite: dict = dataclasses.field(default_factory=dict)
     sat_kind: object = None
     grad_hook: object = None
+    via: str | None = None      # (lens-internal) the record whose output this module returned: its fast path
     linked: set = dataclasses.field(default_factory=set)   # (input index, producer key) pairs linked
 
     # ---- compatibility names of the first input's moments and the rule kind

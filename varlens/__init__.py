@@ -92,7 +92,7 @@ def numel(x):
 
 _LAZY = ("datasets", "train", "lens", "theory", "models", "info", "stats", "text", "vision",
          "generative", "examples", "serialization", "distributions", "distributed",
-         "onnx", "jit", "hub", "fft", "testing")  # torch.onnx/jit/hub/fft: refusals or no-ops that say so
+         "onnx", "jit", "hub", "fft", "testing", "func")  # torch.onnx/jit/hub/fft: refusals or no-ops that say so
 
 
 def __getattr__(name):
@@ -100,6 +100,9 @@ def __getattr__(name):
     if name in _LAZY:
         import importlib
         return importlib.import_module(f"varlens.{name}")
+    if name == "vmap":   # torch.vmap: torch.func.vmap under its top-level name
+        from varlens.func import vmap
+        return vmap
     raise AttributeError(f"module 'varlens' has no attribute {name!r}")
 
 

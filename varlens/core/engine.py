@@ -51,6 +51,21 @@ def _toposort(roots):
     return order
 
 
+def _needed(order, capture):
+    """The nodes of ``order`` (consumers first) with a wanted input (a key of ``capture``) among
+    their producers, as PyTorch's autograd.grad executes only those: the backward of anything
+    beyond the inputs is neither run nor freed (an input made from an earlier, already
+    differentiated graph, as an inner loop's ``p - lr * g``, must not be backpropagated into)."""
+    F = Function
+    need = set()
+    for node in reversed(order):
+        for p in node.next:
+            if p is not None and (id(p) in capture or (p in need if isinstance(p, F) else False)):
+                need.add(node)
+                break
+    return need
+
+
 def _sum_to(g, shape):
     if isinstance(g, Tensor):
         return _sum_to_graph(g, shape)
@@ -90,14 +105,18 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, capt
     enabled = _gm._enabled
     prev = enabled[0]
     enabled[0] = create_graph
+    order = _toposort(root_nodes)
+    need = _needed(order, capture) if capture is not None else None
     try:
-        for node in _toposort(root_nodes):
+        for node in order:
             g = grads.pop(node, None)
             if g is None:
                 continue
             owned.discard(id(g))  # ids in `owned` always name live sums still in `grads`
             if capture is not None and id(node) in capture:
                 results[id(node)] = g
+            if need is not None and node not in need:
+                continue   # autograd.grad runs only the nodes between the outputs and the inputs
             if node.hooks:
                 for h in node.hooks:
                     r = h(g if create_graph else T._make(g))

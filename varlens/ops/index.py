@@ -737,7 +737,6 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noq
         raise NotImplementedError("scatter_reduce: the gradient of reduce='prod' is not implemented; "
                                   "use 'sum' on logarithms or compute it without grad")
     # gradient: evenly among the elements equal to the result
-    rt = Tensor._make(r)
     # input's own element shares when it equals the result (include_self), or alone where nothing
     # landed.  The count of sharers includes input's element whenever it equals the result, even
     # with include_self=False (PyTorch's convention at such ties; away from ties nothing changes)
@@ -746,9 +745,23 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noq
     msrc = (srcv._data == r[full]).astype(x.dtype)
     cnt = eq_self.astype(x.dtype)
     B.add_at(lib, cnt, full, msrc)
-    w = Tensor._make(ms.astype(x.dtype) / cnt)
-    expr = scatter_add(mul(x, w), d, it, mul(srcv, Tensor._make(msrc / cnt[full])))
-    return rt + (expr - expr.detach())
+    # the weights are constants and the values are r itself (an op, not a straight-through
+    # r + (e - e.detach()), which turns an infinite input, as a -inf initial amax, into NaN)
+    return _ScatterPick.apply(x, srcv, r, d, idx, ms.astype(x.dtype) / cnt, msrc / cnt[full])
+
+
+class _ScatterPick(Function):
+    """out = r (scatter_reduce's amax/amin values); dL/dx = g * wx; dL/dsrc = gather(g) * wsrc."""
+
+    def forward(self, x, src, r, dim, index, wx, wsrc):
+        self.dim, self.index, self.wx, self.wsrc = dim, index, wx, wsrc
+        return r
+
+    def backward(self, g):
+        if hasattr(g, "_data"):
+            gs = gather(g, self.dim, _t(self.index)) * _t(self.wsrc)
+            return g * _t(self.wx), gs, None, None, None, None, None
+        return g * self.wx, g[_full_index(self.dim, self.index, self.xp)] * self.wsrc, None, None, None, None, None
 
 
 def _check_2d(x, op):

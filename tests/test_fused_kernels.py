@@ -404,3 +404,76 @@ def test_no_numba_switch_gives_the_same_results():
     env = dict(os.environ, VARLENS_NO_NUMBA="1")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
+
+
+# ---------------------------------------------------------------- strided elementwise (issue 19)
+def _qkv_views(B=4, T=16, C=32, H=4, seed=0):
+    x = np.random.default_rng(seed).standard_normal((B, T, 3 * C)).astype(np.float32)
+    return x, [x[..., i * C:(i + 1) * C].reshape(B, T, H, C // H).transpose(0, 2, 1, 3) for i in range(3)]
+
+
+@needs_numba
+def test_strided_binary_kernel_matches_numpy_values_and_layout():
+    """ops/kernels/strided.py against NumPy: same values bit for bit, same memory order of the
+    result, on split/view/transpose pieces and other strided views; None (NumPy's turn) where
+    the layout does not fit (reversed or broadcast first operand, orders that disagree)."""
+    from varlens.ops.kernels import strided as KS
+    x, (q, k, v) = _qkv_views()
+    cases = [(k, v, True), (q, k * v, True), (x[:, ::2, :32], x[:, 1::2, 32:64], True),
+             (x[:, :, :32].transpose(0, 2, 1), x[:, :, 32:64].transpose(0, 2, 1), True),
+             (x[:, :, 5:40], x[:, :, 50:85], True), (x[:, :, :32], np.broadcast_to(x[0, :, :32], (4, 16, 32)), True),
+             (x[::-1, :, :32], x[:, :, :32], False), (np.broadcast_to(x[0, :, :32], (4, 16, 32)), x[:, :, :32], False),
+             (np.ascontiguousarray(k), v, False)]
+    for a, b, fits in cases:
+        assert KS.usable(a, b) or a.size < KS.MIN_SIZE
+        for op, f in ((KS.ADD, np.add), (KS.SUB, np.subtract), (KS.MUL, np.multiply)):
+            r, ref = KS.binary(op, a, b), f(a, b)
+            assert (r is not None) == fits, (a.strides, b.strides)
+            if r is not None:
+                assert np.array_equal(r, ref)
+                assert [s for s, n in zip(r.strides, r.shape) if n > 1] == \
+                       [s for s, n in zip(ref.strides, ref.shape) if n > 1]
+
+
+@needs_numba
+def test_strided_chain_gradients_match_torch(monkeypatch):
+    """The qkv chain of bench_user_programs.py (split, view, transpose, q + k * v) with the strided
+    kernel taking the forward and backward products: values and gradients as PyTorch's."""
+    from varlens.ops.kernels import strided as KS
+    monkeypatch.setattr(KS, "MIN_SIZE", 1)
+    from varlens.ops import pointwise as P
+    monkeypatch.setattr(P, "_KS_MIN", 1)
+    calls = []
+    real = KS.binary
+    monkeypatch.setattr(KS, "binary", lambda *a: calls.append(a[0]) or real(*a))
+    B, T, C, H = 4, 16, 32, 4
+    x0 = np.random.default_rng(3).standard_normal((B, T, 3 * C)).astype(np.float32)
+    g = np.random.default_rng(4).standard_normal((B, T, C)).astype(np.float32)
+    outs = []
+    for lib in (vl, torch):
+        x = lib.tensor(x0, requires_grad=True)
+        q, k, v = x.split(C, dim=2)
+        q, k, v = (t.view(B, T, H, C // H).transpose(1, 2) for t in (q, k, v))
+        y = (q + k * v - v).transpose(1, 2).contiguous().view(B, T, C)
+        y.backward(lib.tensor(g))
+        outs.append((y.detach().numpy(), x.grad.numpy()))
+    assert {KS.ADD, KS.SUB, KS.MUL} <= set(calls)
+    close(outs[0][0], outs[1][0], atol=1e-6)
+    close(outs[0][1], outs[1][1], atol=1e-6)
+
+
+@needs_numba
+@pytest.mark.parametrize("n", [1, 7, 64, 130])
+def test_row_max_of_the_softmax_kernels_with_nan_and_inf_rows(n):
+    """The vectorised row max (no-NaN attributes on its own function): rows with a NaN, +inf or
+    all -inf give NaN rows as PyTorch; other rows are untouched by them."""
+    x = f32(9, n, scale=4.0)
+    x[1, n // 2] = np.nan
+    x[3, n - 1] = np.inf
+    x[5, :] = -np.inf
+    xt = torch.tensor(x)
+    for name, tf in (("softmax", torch.softmax), ("log_softmax", torch.log_softmax)):
+        y, yt = getattr(KR, name)(x, use_kernel=True), tf(xt, -1).numpy()
+        assert np.array_equal(np.isnan(y), np.isnan(yt)), name
+        ok = ~np.isnan(yt)
+        close(y[ok], yt[ok], atol=1e-6)

@@ -52,7 +52,11 @@ ALLOWED_LOCAL_IMPORTS = {
         "the numba kernels compile on first use (seconds), not at import",
     ("varlens/ops/kernels/recurrent.py", "varlens.ops.kernels.compiled"):
         "the numba kernels compile on first use (seconds), not at import",
+    ("varlens/ops/kernels/recurrent.py", "varlens.ops.kernels.recurrent_embed"):
+        "the numba kernels compile on first use (seconds), not at import",
     ("varlens/ops/kernels/pooling.py", "varlens.ops.kernels.pooling_compiled"):
+        "the numba kernels compile on first use (seconds), not at import",
+    ("varlens/ops/kernels/strided.py", "varlens.ops.kernels.strided_compiled"):
         "the numba kernels compile on first use (seconds), not at import",
     ("varlens/ops/kernels/winograd.py", "varlens.ops.kernels.winograd_compiled"):
         "the numba kernels compile on first use (seconds), not at import",

@@ -26,6 +26,7 @@ from varlens.core.array import xp as _np   # the host library: dtypes and host-o
 from varlens.core import primitives as D
 from varlens.core.primitives import Clone
 from varlens.ops.kernels import pointwise as _KP
+from varlens.ops.kernels import strided as _KS
 from varlens.core.dtypes import torch_dtype_name  # noqa: F401  (used below; other ops import it from core.dtypes)
 from varlens.core.tensor import Tensor
 from varlens.ops._args import _T
@@ -36,6 +37,8 @@ from collections import namedtuple
 
 
 _PY = (float, int, bool)
+_ndarray = _np.ndarray
+_KS_MIN = _KS.MIN_SIZE
 _F64 = _np.dtype("float64")
 _CAT = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 
@@ -168,6 +171,10 @@ class Add(Function):
     """out = a + b;  d/da = 1, d/db = 1."""
 
     def forward(self, a, b):
+        if a.__class__ is _ndarray and a.size >= _KS_MIN and _KS.usable(a, b):
+            out = _KS.binary(_KS.ADD, a, b)   # strided views (split pieces): one compiled pass
+            if out is not None:
+                return out
         return a + b
 
     def backward(self, g):
@@ -178,6 +185,10 @@ class Sub(Function):
     """out = a - b;  d/da = 1, d/db = -1."""
 
     def forward(self, a, b):
+        if a.__class__ is _ndarray and a.size >= _KS_MIN and _KS.usable(a, b):
+            out = _KS.binary(_KS.SUB, a, b)
+            if out is not None:
+                return out
         return a - b
 
     def backward(self, g):
@@ -190,12 +201,23 @@ class Mul(Function):
 
     def forward(self, a, b):
         self.save_for_backward(a, b)
-        return a * b
+        return _mul(a, b)
 
     def backward(self, g):
         a, b = self.saved
         n = self.next
-        return (g * b if n[0] is not None else None), (g * a if n[1] is not None else None)
+        return (_mul(g, b) if n[0] is not None else None), (_mul(g, a) if n[1] is not None else None)
+
+
+def _mul(a, b):
+    """a * b; strided float32 views (split pieces, transposed gradients) in one compiled pass
+    (ops/kernels/strided.py).  Arrays or Tensors (a create_graph backward): Tensors multiply
+    as Tensors."""
+    if a.__class__ is _ndarray and a.size >= _KS_MIN and _KS.usable(a, b):
+        out = _KS.binary(_KS.MUL, a, b)
+        if out is not None:
+            return out
+    return a * b
 
 
 class Div(Function):

@@ -140,21 +140,28 @@ f32 = np.float32
 ZERO, ONE, NINF = f32(0.0), f32(1.0), f32(-np.inf)
 k = jit(nb, reduce=True)
 
-@nb.njit(fastmath={"contract", "nsz"}, inline="always", cache=True, error_model="numpy")
-def row_max(x, i, n, acc):
-    """max of x[i, :n], in 16 independent lanes (so it vectorises without fast-math
-    max; a NaN is skipped here and made NaN again by the exp that follows)."""
-    n16 = n - n % 16
-    for j in range(16):
-        acc[j] = NINF
-    for j in range(0, n16, 16):
-        for q in range(16):
-            v = x[i, j + q]
-            acc[q] = v if v > acc[q] else acc[q]
-    mx = NINF
-    for q in range(16):
-        mx = acc[q] if acc[q] > mx else mx
-    for j in range(n16, n):
+@intrinsic
+def no_nans(typingctx):
+    """Called first in a function: marks it "no NaNs, no signed zeros" for LLVM, whose loop
+    vectoriser turns a max reduction into vector max instructions only under these function
+    attributes (the instruction flags alone leave it a chain of scalar maxss: 150 us for
+    the 8192 rows of 64 of a (32, 4, 64, 64) softmax on this Zen 4 host, 31 us vectorised)."""
+    def codegen(context, builder, signature, args):
+        set.add(builder.function.attributes, '"no-nans-fp-math"="true"')
+        set.add(builder.function.attributes, '"no-signed-zeros-fp-math"="true"')
+        return context.get_dummy_value()
+    return types.none(), codegen
+
+
+@nb.njit(fastmath={"nnan", "nsz"}, nogil=True, boundscheck=False, cache=True, error_model="numpy")
+def row_max(x, i, n):
+    """max of x[i, :n] (n >= 1), vectorised.  Compiled as its own function (not inlined into
+    the kernels at numba's level): the no-NaN promise covers this loop only.  A NaN in the
+    row may or may not win here; the exp that follows makes the row NaN either way, in the
+    kernels, which keep NaN semantics."""
+    no_nans()
+    mx = x[i, 0]
+    for j in range(1, n):
         v = x[i, j]
         mx = v if v > mx else mx
     return mx
@@ -163,13 +170,12 @@ def row_max(x, i, n, acc):
 def softmax_fwd(x, scale, causal, y):
     wide_vectors()
     m, n = x.shape
-    acc = np.empty(16, np.float32)
     if causal:
         # the exp and scaling in full-length passes with the masked entries selected away:
         # rows of varying length would leave much of each row to the loops' scalar remainders
         for i in range(m):
             lim = min(i % causal + 1, n)
-            mx = row_max(x, i, lim, acc) * scale
+            mx = row_max(x, i, lim) * scale
             s = ZERO
             for j in range(n):
                 e = exp_nonpos(x[i, j] * scale - mx)
@@ -181,7 +187,7 @@ def softmax_fwd(x, scale, causal, y):
                 y[i, j] *= r
         return
     for i in range(m):
-        mx = row_max(x, i, n, acc) * scale
+        mx = row_max(x, i, n) * scale
         s = ZERO
         for j in range(n):
             e = exp_nonpos(x[i, j] * scale - mx)
@@ -205,9 +211,8 @@ def softmax_bwd(g, y, scale, out):
 def log_softmax_fwd(x, y):
     wide_vectors()
     m, n = x.shape
-    acc = np.empty(16, np.float32)
     for i in range(m):
-        mx = row_max(x, i, n, acc)
+        mx = row_max(x, i, n)
         s = ZERO
         for j in range(n):
             s += exp_nonpos(x[i, j] - mx)
@@ -230,9 +235,8 @@ def log_softmax_bwd(g, y, out):
 def ce_fwd(z, t, p):
     m, n = z.shape
     tot = 0.0
-    acc = np.empty(16, np.float32)
     for i in range(m):
-        mx = row_max(z, i, n, acc)
+        mx = row_max(z, i, n)
         s = ZERO
         for j in range(n):
             e = exp_nonpos(z[i, j] - mx)

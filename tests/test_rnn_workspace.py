@@ -229,3 +229,40 @@ def test_large_buffers_are_carved_from_huge_page_chunks(monkeypatch):
     for u, v in zip(xs + pv, xs2 + pv2):
         np.testing.assert_array_equal(u.grad.numpy(), v.grad.numpy())
     R.clear_workspace_pool()
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="glibc's mallopt: Linux only")
+def test_training_steps_fault_no_fresh_pages_with_the_malloc_thresholds():
+    """varlens/core/array.py sets glibc's mmap/trim thresholds at import, so a training step's
+    few MB of activations and gradients are not handed back to the kernel and faulted in again
+    every step (the char-LSTM step: 625 page faults per step before); VARLENS_MALLOC_TUNE=0
+    leaves malloc alone.  Run in fresh processes (the thresholds are process-wide)."""
+    import os
+    import subprocess
+    import sys
+    code = (
+        "import resource, varlens as vl\n"
+        "from varlens.core import array as A\n"
+        "vl.manual_seed(0)\n"
+        "m = vl.nn.LSTM(64, 128, num_layers=2); emb = vl.nn.Embedding(65, 64); fc = vl.nn.Linear(128, 65)\n"
+        "ps = list(m.parameters()) + list(emb.parameters()) + list(fc.parameters())\n"
+        "opt = vl.optim.Adam(ps, lr=1e-3)\n"
+        "x = vl.randint(0, 65, (32, 32)); y = vl.randint(0, 65, (32 * 32,))\n"
+        "def step():\n"
+        "    opt.zero_grad(); out, _ = m(emb(x)); loss = vl.nn.functional.cross_entropy(fc(out).reshape(-1, 65), y)\n"
+        "    loss.backward(); opt.step()\n"
+        "for _ in range(3): step()\n"
+        "r0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+        "for _ in range(10): step()\n"
+        "print(A._MALLOC_TUNED, (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - r0) / 10)\n")
+    out = {}
+    for tune in ("1", "0"):
+        env = dict(os.environ, VARLENS_MALLOC_TUNE=tune)
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        tuned, faults = r.stdout.split()
+        out[tune] = (tuned == "True", float(faults))
+    import ctypes
+    if not hasattr(ctypes.CDLL(None), "gnu_get_libc_version"):
+        pytest.skip("not glibc")
+    assert out["1"][0] and not out["0"][0]
+    assert out["1"][1] < 20, out          # no fresh pages in steady state (untuned: ~600 here)

@@ -43,13 +43,15 @@ How the torch model is seen:
   ``Tensor.register_hook`` installs, without its RemovableHandle; a node pre-hook where the tensor
   has hooks of its own, ``register_hook`` for a leaf); a hook registered before an in-place op
   receives the gradient with respect to the value before it, which is the value the forward
-  statistics describe.  CPU gradients are queued and read when the backward pass ends
-  (``queue_callback``), in one loop.  Under ``torch.no_grad`` nothing requires grad: forward
-  rows only.
+  statistics describe.  Each gradient is read when its hook is called (the backward kernel has
+  just written it).  Under ``torch.no_grad`` nothing requires grad: forward rows only.
 * **Statistics** are read where the tensor is.  A C-contiguous float32/float64 CPU tensor is read in
   place by the same compiled one-pass kernel the varlens recorder uses, so the two frameworks'
-  numbers come from the same code: at its address (``kernels.row_stats_at``, no array object) where
-  only the summary is needed, through a zero-copy NumPy view where more is read.  Any other tensor (CUDA,
+  numbers come from the same code: at its address, no array object made
+  (:mod:`varlens.lens.torch_kernels`: the summary in one compiled call; on detail steps the
+  summary, the headroom counts and the column sums behind per-unit, per-feature and per-channel
+  moments in one call, once per tensor per pass, shared by the op and module records and by the
+  next layer), through a zero-copy NumPy view where more is read.  Any other tensor (CUDA,
   float16/bfloat16, strided) is reduced by torch ops on its device, accumulating in float64, and only
   a handful of scalars per tensor are copied to the host (:func:`torch_summary`).  What some rules
   read about an op's input besides its moments (normalisation group variances, per-feature and
@@ -69,6 +71,7 @@ from collections import OrderedDict
 import numpy as np
 
 from varlens.lens import records as R
+from varlens.lens import torch_kernels as TK
 from varlens.lens.kernels import col_sums, compiled, row_stats_at
 from varlens.lens.probes import (ACT_NAMES, ACT_OPS, CROSS_OPS, LINEAR_LIKE, MIXING_KINDS, NORM_LIKE, OP_PARAM_NAMES,
                                  OP_SATURATING, POOL_LIKE, Lens, channel_moments, module_kind, module_selected,
@@ -126,6 +129,9 @@ def _bind_torch():
     _HOST_DTYPES = (torch.float32, torch.float64)
     if compiled():
         _NP_DTYPES.update({torch.float32: np.dtype(np.float32), torch.float64: _NP_F64})
+        k = TK.kernels()
+        if k:
+            _SUMM.update({torch.float32: k[np.dtype(np.float32)][0], torch.float64: k[_NP_F64][0]})
     nn, F = torch.nn, torch.nn.functional
     # modules whose forward is one torch function: (function, args, kwargs) exactly as the function
     # mode would see that call (tests/test_lens_torch.py checks both ways give the same records);
@@ -275,6 +281,7 @@ def _host_view(t):
 _HOST_DTYPES = ()                   # torch.float32, torch.float64 once torch is bound
 _NP_DTYPES = {}                     # torch dtype -> NumPy dtype of the tensors row_stats_at reads (with numba)
 _NP_F64 = np.dtype(np.float64)
+_SUMM = {}                          # torch dtype -> compiled summary at an address (torch_kernels; with numba)
 _LEAF_CALLS = {}                    # module class -> f(module, input) -> (function, args, kwargs) or None
 _CONTAINERS = set()                 # module classes whose forward only calls their children
 _SEQ_FORWARD = None                 # nn.Sequential.forward, once torch is bound
@@ -312,12 +319,26 @@ def _sums_at(t):
 
 
 def _fast_summary(t):
-    """The summary of ``t`` as :func:`_sums_at` reads it, or None."""
-    got = _sums_at(t)
-    if got is None:
+    """The summary (:func:`varlens.lens.records.summarize`'s tuple) of a non-empty C-contiguous
+    float32/float64 CPU tensor whose values are all finite, read at its address by one compiled
+    call (:func:`varlens.lens.torch_kernels.summary_at`: the row pass and the arithmetic after
+    it); None for any other tensor."""
+    fn = _SUMM.get(t.dtype)
+    if fn is None:
+        got = _sums_at(t)              # without numba's entry points: the row kernel, then Python
+        if got is None:
+            return None
+        r, m, w = got
+        return _summary_of_sums(r[0], r[1], r[2], r[3], r[4], m, w)
+    if not t.is_cpu or not t.is_contiguous() or t.is_neg():
         return None
-    r, m, w = got
-    return _summary_of_sums(r[0], r[1], r[2], r[3], r[4], m, w)
+    n = t.numel()
+    if not n:
+        return None
+    sh = t.shape
+    m = sh[0] if sh else 1
+    r = fn(t.data_ptr(), m, n // m)
+    return r if r[0] >= 0 else None
 
 
 def torch_summary(t):
@@ -437,6 +458,21 @@ def _update_stats(stats, t, kind, summary, a=False):
 
 def _update_param(stats, t):
     """Stats.update_param for a torch parameter or gradient."""
+    fn = _SUMM.get(t.dtype)
+    if fn is not None and t.is_cpu and t.is_contiguous() and not t.is_neg():
+        n = t.numel()
+        if n:                            # read at its address, as Stats.update_param's row pass reads it
+            m = t.shape[0] if t.dim() >= 2 else 1
+            r = fn(t.data_ptr(), m, n // m)
+            if r[0] >= 0:
+                stats.calls += 1
+                stats.shape = tuple(t.shape)
+                if stats._pend:
+                    stats._fold()
+                stats._merge_moments(n, r[1], r[2])
+                stats._amax = max(stats._amax, r[3])
+                stats._width = n
+                return
     a = _host_view(t)
     if a is not None:
         stats.update_param(a)
@@ -455,6 +491,20 @@ def _update_param(stats, t):
         stats._merge_moments(n, mean, m2)
         stats._amax = max(stats._amax, amax)
         stats._width = n
+
+
+def _acc_params(p, names, count, values):
+    """Accumulate per-feature vectors in params ``p`` as probes.Lens does (a new shape restarts
+    the sums): ``names`` the sums of ``values``, ``count`` their number."""
+    old = p.get(names[0])
+    if old is None or old.shape != values[0].shape:
+        for nm, v in zip(names, values):
+            p[nm] = v
+        p[count] = 1
+    else:
+        for nm, v in zip(names, values):
+            p[nm] = p[nm] + v
+        p[count] += 1
 
 
 def _add_units(rec, t, axis, grad=False):
@@ -507,6 +557,7 @@ class TorchLens(Lens):
         self._produced = {}       # id(tensor) -> (tensor, version, key)          within one pass
         self._summ = {}           # id(tensor) -> (tensor, version, summary, host view)
         self._cols = {}           # id(tensor) -> (tensor, version, col_sums) on detail steps
+        self._dc = {}             # id(tensor) -> (tensor, version, _dread's reads) on detail steps
         self._moms = {}           # id(tensor) -> (tensor, version, moments) of inputs no record produced
         self._alias = {}          # id(view) -> (view, base): views pass their base's moments and producer on
         self._gsumm = {}          # id(grad) -> (grad, summary)                    within one backward
@@ -541,9 +592,7 @@ class TorchLens(Lens):
             else:
                 self._hooks.append((mod, self._make_pre(path, root), self._make_post(path, rec, root, leaf)))
         self._attached = False
-        self._queue = []          # (info, input, output, pre, leaf call, sums read at once) of the Sequential path (_flush)
-        self._gq = []             # (hook, gradient, host view) read when the backward pass ends (_flush_grads)
-        self._gq_bytes = 0
+        self._queue = []          # (info, input, output, pre, leaf call, summary read at once): Sequential path (_flush)
         self._plans = {}          # per flush of a pass, per queued call: what _replay needs (made by a general _flush)
         self._seg = 0
         self._attach()
@@ -594,7 +643,9 @@ class TorchLens(Lens):
             x = input
             get = self._info.get
             T = _torch.Tensor
-            read = bool(self._plans)
+            read = (self._read_now if self._detail else _fast_summary) if self._plans else None
+            if root and read is not None and isinstance(input, T) and input.is_floating_point():
+                self._input_moments(input)  # the model's input, read before the first layer reads it
             for child in seq._modules.values():
                 ci = get(id(child))
                 if ci is None or ci[0] is not child or ci[4]:
@@ -609,7 +660,7 @@ class TorchLens(Lens):
                 y = child(x)
                 # read while the output is in cache, where the pass will be replayed
                 q.append((ci, x, y, pre, ci[3] if self._in_pass else None,
-                          _sums_at(y) if (read and isinstance(y, T)) else None))
+                          read(y) if (read is not None and isinstance(y, T)) else None))
                 x = y
             q.append((info, input, x, None, None, None))
             if root or not self._in_pass:
@@ -693,6 +744,7 @@ class TorchLens(Lens):
         T = _torch.Tensor
         last = None                      # (output, its mean, its second moment) of the last leaf
         detail = self._detail
+        grads = self.grads
         for entry, (_, p) in zip(q, plan):
             info, x, y, pre, leaf, sums = entry
             if p is None or not isinstance(y, T) or not isinstance(x, T):
@@ -717,11 +769,7 @@ class TorchLens(Lens):
             sm = None
             if pre is None and y is not x and calls.get(path, 0) == km and \
                     (own or (leaf is not None and calls.get(name, 0) == k)):
-                if sums is None:
-                    sums = _sums_at(y)
-                if sums is not None:
-                    r, m, w = sums
-                    sm = _summary_of_sums(r[0], r[1], r[2], r[3], r[4], m, w)
+                sm = sums if sums is not None else self._read_now(y)
             if sm is None:
                 self._flush_one(entry)
                 last = None
@@ -736,11 +784,19 @@ class TorchLens(Lens):
                 mean, mq, prev = self._input_moments(x)
             last = (y, sm[1], sm[2] / sm[0] + sm[1] * sm[1])
             xshape = tuple(x.shape)
-            if own:
-                self._replay_out(mrec, y, sm)
+            r = mrec if own else rec
+            out = r.out
+            if r.sat_kind is None:       # _replay_out inline: Stats.update without the array
+                out.calls += 1
+                out.shape = yshape = tuple(y.shape)
+                out.merge(sm)
+                rows = r.rows = yshape[0] if yshape else 1
+                if grads and y.requires_grad:
+                    self._grad_prehook(r, y)
             else:
+                rows = self._replay_out(r, y, sm)
+            if not own:
                 # the op record, as _record_one fills it
-                rows = self._replay_out(rec, y, sm)
                 rec.inputs[0].add(mean, mq, xshape)
                 if every:
                     if op in _SHAPE_PARAMS_ONLY:
@@ -758,13 +814,59 @@ class TorchLens(Lens):
                 self._replay_detail(mrec, None if own else rec, x, y, prev)
             produced[id(y)] = (y, y._version, mrec.key)
 
+    def _read_now(self, t):
+        """The summary of tensor ``t`` read at its address (:func:`_fast_summary`), on a detail
+        step together with its other detail reads (:meth:`_dread`); None where that does not
+        apply (the general path reads it then)."""
+        if self._detail:
+            d = self._dread(t)
+            return None if d is None else d[0]
+        return _fast_summary(t)
+
+    def _dread(self, t, cols=True):
+        """On a detail step: (summary or None where a value is not finite, headroom counts, column
+        sums of ``t`` seen as (-1, last axis)) of a C-contiguous float32/float64 CPU tensor of 2 or
+        more dimensions, read in one compiled call at its address
+        (:func:`varlens.lens.torch_kernels.detail_at`: what :func:`varlens.lens.records.summarize`,
+        Stats.update_numerics and kernels.col_sums give on its host view), once per tensor version
+        per pass (per backward pass for gradients); None for any other tensor.  ``cols=False``:
+        the column sums are not needed (None in the result unless made already)."""
+        dc = self._dc
+        key = id(t)
+        hit = dc.get(key)
+        v = t._version
+        if hit is not None and hit[0] is t and hit[1] == v and (hit[2] is None or not cols or hit[2][2] is not None):
+            return hit[2]
+        got = None
+        dt = _NP_DTYPES.get(t.dtype)
+        if dt is not None and _SUMM and t.dim() >= 2 and t.is_cpu and t.is_contiguous() and not t.is_neg():
+            n = t.numel()
+            if n:
+                sh = t.shape
+                got = TK.detail_at(t.data_ptr(), sh[0], n // sh[0], sh[-1], dt, 3 if cols else 0)
+        dc[key] = (t, v, got)
+        return got
+
+    def _numerics(self, stats, t):
+        """Stats.update_numerics of tensor ``t`` (the headroom counts of :meth:`_dread` where it
+        applies)."""
+        d = self._dread(t, cols=False)
+        if d is None:
+            _update_numerics(stats, t)
+            return
+        h = d[1]
+        stats.tiny16 += h[0]
+        stats.tiny_bf16 += h[1]
+        stats.over16 += h[2]
+        stats.num_n += h[3]
+
     def _replay_detail(self, mrec, rec, x, y, prev):
         """A replayed leaf's reads on a detail step, besides the ordinary replay's: the output's
         numerics (_measure), the unit moments of a linear output (_record_one, _record_module)
         and the input's per-feature or per-channel moments (_note_input), for the op record
         ``rec`` (None with ops=False) and the module record ``mrec``; ``prev``: the record that
         made input ``x``."""
-        _update_numerics((mrec if rec is None else rec).out, y)
+        self._numerics((mrec if rec is None else rec).out, y)
         if rec is not None:
             self._detail_input(rec, x, prev)
             if rec.kind in ("linear", "conv"):
@@ -842,6 +944,7 @@ class TorchLens(Lens):
         self._produced.clear()
         self._summ.clear()
         self._cols.clear()
+        self._dc.clear()
         self._moms.clear()
         self._alias.clear()
         self._stack.clear()
@@ -902,7 +1005,12 @@ class TorchLens(Lens):
         if hit is not None and hit[0] is x and hit[1] == x._version:
             mo = hit[2]
         else:
-            mo = torch_moments(x)
+            d = self._dread(x) if self._detail else None   # with the detail reads of a first layer's input
+            if d is not None and d[0] is not None:
+                sm = d[0]
+                mo = (sm[0], sm[1], sm[2] / sm[0] + sm[1] * sm[1])
+            else:
+                mo = torch_moments(x)
             self._moms[id(x)] = (x, x._version, mo)
         if mo is None:
             return float("nan"), float("nan"), key
@@ -953,6 +1061,11 @@ class TorchLens(Lens):
         its moments: a mixing layer's per-feature means, an activation's per-channel moments."""
         kind = rec.kind
         if kind in MIXING_KINDS:
+            if kind != "conv" and not kind.startswith("Conv"):
+                d = self._dread(x)
+                if d is not None:            # probes.Lens._feature_means from the column sums
+                    _acc_params(rec.params, ("in_fmean_sum",), "in_fmean_n", (d[2][0] / (x.numel() // x.shape[-1]),))
+                    return
             a = _host_view(x)
             self._feature_means(rec, _host(x) if a is None else a, self._col_sums(x, a))
         elif kind in _ACT_KINDS:
@@ -963,6 +1076,12 @@ class TorchLens(Lens):
                     pk.startswith("BatchNorm") or x.dim() == 4
             else:
                 rec.params["conv_input"] = x.dim() == 4
+            if x.dim() < 3 or not rec.params["conv_input"]:
+                d = self._dread(x)
+                if d is not None:            # probes.channel_moments from the column sums
+                    _acc_params(rec.params, ("in_cmean_sum", "in_cq_sum", "in_c3_sum"), "in_c_n",
+                                tuple(d[2] / (x.numel() // x.shape[-1])))
+                    return
             a = _host_view(x)
             channel_moments(rec, _host(x) if a is None else a, self._col_sums(x, a))
 
@@ -981,6 +1100,19 @@ class TorchLens(Lens):
 
     def _units(self, rec, t, axis, grad=False):
         """Record.add_units for a torch tensor (by torch ops where it is not a host array)."""
+        if axis == t.dim() - 1:
+            d = self._dread(t)
+            if d is not None:                # Record.add_units from the column sums
+                u = d[2][1] / (t.numel() // t.shape[-1])
+                fq, fc = ("grad_unit_q", "grad_unit_calls") if grad else ("unit_q", "unit_calls")
+                cur = getattr(rec, fq)
+                if cur is None or cur.shape != u.shape:
+                    setattr(rec, fq, u)
+                    setattr(rec, fc, 1)
+                else:
+                    setattr(rec, fq, cur + u)
+                    setattr(rec, fc, getattr(rec, fc) + 1)
+                return
         a = _host_view(t)
         if a is not None:
             rec.add_units(a, axis, grad=grad, cols=self._col_sums(t, a) if axis == a.ndim - 1 else None)
@@ -1028,68 +1160,61 @@ class TorchLens(Lens):
         nr = t.output_nr
         fn.register_prehook(lambda gs: None if gs[nr] is None else h(gs[nr]))
 
-    def _flush_grads(self):
-        """Read the queued gradients (queue_callback: the end of the backward pass).  A CPU
-        gradient whose values are all finite on a step that is not a detail step is read at its
-        address and merged here; the others by the record's full hook."""
-        q = self._gq
-        self._gq = []
-        self._gq_bytes = 0
-        gsumm = self._gsumm
-        detail = self._detail
-        with _torch._C.DisableTorchFunction():
-            for rec, full, g in q:
-                hit = gsumm.get(id(g))
-                sm = None if (detail or hit is not None) else _fast_summary(g)
-                if sm is None:
-                    full(g)
-                    continue
-                gsumm[id(g)] = (g, sm, None)
-                st = rec.grad                # Stats.update without the array (its shape and the summary)
-                st.calls += 1
-                st.shape = tuple(g.shape)
-                st.merge(sm)
-
     def _grad_hook(self, rec):
-        """The hook of ``rec``'s output gradient: a CPU gradient is queued and read when the
-        backward pass ends (one loop over the step's gradients, by _flush_grads, instead of
-        Python between the backward's kernels; holding them also keeps autograd from
-        accumulating into them in place); one off the CPU, or past _GRAD_QUEUE_BYTES of queued
-        gradients, is read now."""
+        """The hook of ``rec``'s output gradient, called by autograd with the total gradient of the
+        output and read at once, while the backward kernel's output is in cache (queueing the
+        gradients and reading them when the backward pass ended, as before, read them cold:
+        same-process A/B on bench_lens_torch.py's MLP, 2026-12-01, no slower at once, and less
+        code).  A finite CPU gradient on an ordinary sampled step is read at its address and
+        merged in a few lines; detail steps, other devices and non-finite values take ``full``.
+        A gradient handed to two records' hooks (both inputs of an addition) is read once
+        (``_gsumm``, cleared by step())."""
         def full(g):
+            detail = self._detail
+            fm = rec.params.get("feeds_mixing") if detail else None
             hit = self._gsumm.get(id(g))
             if hit is not None and hit[0] is g:
                 sm, a = hit[1], hit[2]
             else:
-                sm = _fast_summary(g)
+                if detail:                 # with the headroom counts (and column sums for units)
+                    d = self._dread(g, cols=fm is not None and unit_axis(g, fm == "conv") == g.dim() - 1)
+                    sm = None if d is None else d[0]
+                else:
+                    sm = _fast_summary(g)
                 a = None
-                if sm is None or self._detail:     # detail steps read more than the summary
+                if sm is None:
                     a = _host_view(g)
-                    if sm is None and g.numel():
+                    if g.numel():
                         sm = R.summarize(a) if a is not None else torch_summary(g)
                 self._gsumm[id(g)] = (g, sm, a)
             _update_stats(rec.grad, g, None, sm, a)
             if sm is not None and (sm[5] or sm[6]):
                 self._check_finite(rec, "backward", sm)
-            if self._detail and g.numel():
-                _update_numerics(rec.grad, g)
-                if rec.params.get("feeds_mixing"):
-                    self._units(rec, g, unit_axis(g, rec.params["feeds_mixing"] == "conv"), grad=True)
+            if detail and g.numel():
+                self._numerics(rec.grad, g)
+                if fm:
+                    self._units(rec, g, unit_axis(g, fm == "conv"), grad=True)
             return None
 
+        gsumm = self._gsumm
+
         def hook(g):
-            if not g.is_cpu:
+            # a finite CPU gradient on an ordinary sampled step: read at its address while it is
+            # in cache (the backward kernel has just written it) and merged
+            if self._detail or not g.is_cpu:
                 return full(g)
-            q = self._gq
-            if not q:
-                try:
-                    _torch.autograd.Variable._execution_engine.queue_callback(self._flush_grads)
-                except RuntimeError:       # not inside an engine's backward pass: read it now
-                    return full(g)
-            q.append((rec, full, g))
-            self._gq_bytes += g.nbytes
-            if self._gq_bytes > _GRAD_QUEUE_BYTES:
-                self._flush_grads()
+            key = id(g)
+            hit = gsumm.get(key)
+            if hit is not None and hit[0] is g:
+                return full(g)
+            sm = _fast_summary(g)
+            if sm is None:
+                return full(g)
+            gsumm[key] = (g, sm, None)
+            st = rec.grad
+            st.calls += 1                # Stats.update without the array (its shape and the summary)
+            st.shape = tuple(g.shape)
+            st.merge(sm)
             return None
         return hook
 
@@ -1405,7 +1530,6 @@ class TorchLens(Lens):
 
 # the leaf ops _replay records (the ops of _LEAF_CALLS that are not views); those whose only
 # parameters each call are the input's and the output's shapes
-_GRAD_QUEUE_BYTES = 64 << 20      # queued gradients past this size are read at once
 _HOOK_KEY = -1                     # the lens's key in a tensor's hook dictionary (torch's own keys count up from 0)
 _REPLAY_OPS = {"linear", "relu", "tanh", "sigmoid", "gelu", "silu", "leaky_relu", "dropout"}
 _SHAPE_PARAMS_ONLY = {"relu", "silu", "leaky_relu", "tanh", "sigmoid"}

@@ -197,6 +197,10 @@ class RNNBase(Module):
         D = 2 if self.bidirectional else 1
         hns, cns = [], []
         layer_in = x
+        # first layer fed straight by an embedding lookup: the fused op (ops/nn/rnn.py
+        # ``LSTMEmbedLayerFunction``; bidirectional, packed and unbatched inputs fall back)
+        emb = (_R.embedding_source(input, self.batch_first)
+               if is_lstm and D == 1 and not packed and not unbatched else None)
         for layer in range(self.num_layers):
             outs = []
             for d in range(D):
@@ -205,7 +209,10 @@ class RNNBase(Module):
                 hk = h0[k] if h0 is not None else None
                 if is_lstm:
                     ck = c0[k] if c0 is not None else None
-                    y, hn, cn = _R.lstm_layer(layer_in, hk, ck, *w, reverse=d == 1, mask=mask)
+                    if emb is not None and layer == 0:
+                        y, hn, cn = _R.lstm_embed_layer(emb[0], emb[1], hk, ck, *w)
+                    else:
+                        y, hn, cn = _R.lstm_layer(layer_in, hk, ck, *w, reverse=d == 1, mask=mask)
                     cns.append(cn)
                 elif self.mode == "GRU":
                     y, hn = _R.gru_layer(layer_in, hk, *w, reverse=d == 1, mask=mask)

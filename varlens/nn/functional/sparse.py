@@ -37,7 +37,16 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         _renorm_rows(weight, idx, max_norm, norm_type)
     if scale_grad_by_freq or sparse:
         raise NotImplementedError("embedding: scale_grad_by_freq and sparse gradients are not supported")
-    return _nn_embedding_mod.Embedding.apply(weight, idx, padding_idx)
+    out = _nn_embedding_mod.Embedding.apply(weight, idx, padding_idx)
+    if (padding_idx is None and max_norm is None and idx.__class__ is xp.ndarray
+            and (isinstance(input, Tensor) or idx is not input)):
+        # where the lookup came from, for an LSTM fed by it (varlens/ops/nn/rnn.py,
+        # ``embedding_source``): table, indices, and the versions that must stay unchanged (a
+        # caller's own ndarray of indices has no version: not marked)
+        iv = input._version if isinstance(input, Tensor) else None
+        out.__dict__["_emb_src"] = (weight, idx, out._version, out._version[0], weight._version[0],
+                                    iv, iv[0] if iv is not None else 0)
+    return out
 
 
 def _renorm_rows(weight, idx, max_norm, norm_type):

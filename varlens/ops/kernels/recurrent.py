@@ -20,7 +20,7 @@ I.. hold the hidden states, ``dh_all`` (T+1, H, B) the hidden-state cotangents, 
 """
 from __future__ import annotations
 
-from varlens.ops.kernels import usable
+from varlens.ops.kernels import numba_module, usable
 
 _K = {}
 
@@ -41,6 +41,19 @@ def lstm_step_kernels(*buffers):
     return _K["fwd"], _K["bwd"]
 
 
+def embed_kernels(*arrays):
+    """``(gather_columns, scatter_columns)`` of kernels/recurrent_embed.py when numba is on and
+    every array is a C-contiguous float32 / float64 / int64 host array, else None (NumPy)."""
+    import numpy as np
+    for a in arrays:
+        if a.__class__ is not np.ndarray or a.dtype.char not in "fdlq" or not a.flags.c_contiguous:
+            return None
+    if numba_module() is None:
+        return None
+    from varlens.ops.kernels import recurrent_embed as k
+    return k.gather_columns, k.scatter_columns
+
+
 # ---------------------------------------------------------------------- packed GEMM (compiled)
 # Every time step multiplies the SAME weights by a thin (K, B) block, and NumPy's OpenBLAS
 # re-packs the weights into its kernel layout on every call (``sgemm_oncopy``, about a sixth of
@@ -59,19 +72,29 @@ _ROWS = {1: 16, 2: 8, 3: 5, 4: 4}     # rows per block for B/16 vectors: 15-16 a
 _JIT = {}
 
 
-def _kernel_ir(R, NV, name):
+def _kernel_ir(R, NV, name, acc=False):
     """LLVM IR of ``void name(float* wp, float* x, i64 ldx, float* c, i64 ldc, i64 M, i64 K)``:
     c[i, :16 NV] = sum_k W[i, k] x[k, :16 NV] for i < M (M a multiple of R), W packed in
-    (M/R, K, R) blocks, x and c row-major with row strides ldx, ldc (in floats)."""
+    (M/R, K, R) blocks, x and c row-major with row strides ldx, ldc (in floats).  With ``acc``
+    the sums start from c's contents instead of 0 (c += W x: the LSTM fed by an embedding adds
+    its per-step products to the gathered input projections, rnn.py ``LSTMEmbedLayerFunction``)."""
     v16 = "<16 x float>"
     L = [f"define void @{name}(float* noalias %wp, float* noalias %x, i64 %ldx, float* noalias %c, "
          "i64 %ldc, i64 %M, i64 %K) nounwind {",
          f"entry:\n  %nb = udiv i64 %M, {R}\n  %empty = icmp eq i64 %nb, 0\n"
          "  br i1 %empty, label %done, label %blk",
          "blk:\n  %bi = phi i64 [0, %entry], [%bn, %store]",
-         f"  %wb0 = mul i64 %bi, %K\n  %wbase = mul i64 %wb0, {R}\n  br label %kl",
-         "kl:\n  %k = phi i64 [0, %blk], [%kn, %kl]"]
-    L += [f"  %a{r}_{v} = phi {v16} [zeroinitializer, %blk], [%n{r}_{v}, %kl]"
+         f"  %wb0 = mul i64 %bi, %K\n  %wbase = mul i64 %wb0, {R}"]
+    if acc:     # the block's R x 16 NV results start as c's current values
+        L.append(f"  %irow0 = mul i64 %bi, {R}")
+        for r in range(R):
+            L.append(f"  %irw{r} = add i64 %irow0, {r}\n  %ico{r} = mul i64 %irw{r}, %ldc")
+            L += [f"  %ico{r}_{v} = add i64 %ico{r}, {16 * v}\n"
+                  f"  %icp{r}_{v} = getelementptr float, float* %c, i64 %ico{r}_{v}\n"
+                  f"  %icq{r}_{v} = bitcast float* %icp{r}_{v} to {v16}*\n"
+                  f"  %i{r}_{v} = load {v16}, {v16}* %icq{r}_{v}, align 4" for v in range(NV)]
+    L += ["  br label %kl", "kl:\n  %k = phi i64 [0, %blk], [%kn, %kl]"]
+    L += [f"  %a{r}_{v} = phi {v16} [{f'%i{r}_{v}' if acc else 'zeroinitializer'}, %blk], [%n{r}_{v}, %kl]"
           for r in range(R) for v in range(NV)]
     L.append("  %xo = mul i64 %k, %ldx")
     for v in range(NV):
@@ -111,7 +134,8 @@ def _compile(NV):
         llvm.initialize_native_asmprinter()
         R = _ROWS[NV]
         ir = ("declare <16 x float> @llvm.fma.v16f32(<16 x float>, <16 x float>, <16 x float>)\n"
-              + _kernel_ir(R, NV, "blocks") + "\n" + _kernel_ir(1, NV, "rows"))
+              + _kernel_ir(R, NV, "blocks") + "\n" + _kernel_ir(1, NV, "rows") + "\n"
+              + _kernel_ir(R, NV, "blocks_acc", True) + "\n" + _kernel_ir(1, NV, "rows_acc", True))
         mod = llvm.parse_assembly(ir)
         mod.verify()
         tm = llvm.Target.from_default_triple().create_target_machine(
@@ -121,7 +145,9 @@ def _compile(NV):
         proto = ct.CFUNCTYPE(None, ct.c_void_p, ct.c_void_p, ct.c_int64, ct.c_void_p, ct.c_int64,
                              ct.c_int64, ct.c_int64)
         fb, fr = eng.get_function_address("blocks"), eng.get_function_address("rows")
-        out = (proto(fb), proto(fr), R, eng, mod, _function_pointers(fb, fr))
+        fba, fra = eng.get_function_address("blocks_acc"), eng.get_function_address("rows_acc")
+        # (fn: numba first-class functions of blocks, rows, blocks_acc, rows_acc)
+        out = (proto(fb), proto(fr), R, eng, mod, _function_pointers(fb, fr, fba, fra))
     except Exception:   # no usable llvmlite / target here: the caller keeps NumPy's BLAS
         out = None
     _JIT[NV] = out
@@ -172,12 +198,14 @@ class CompiledPackedGemm:
             fr(a + mb * k * 4, b_addr, ldb, c_addr + mb * ldc * 4, ldc, m - mb, k)
 
     @staticmethod
-    def lstm_forward(packed, act, cs, tc, xh, T, reverse, i0):
+    def lstm_forward(packed, act, cs, tc, xh, T, reverse, i0, accumulate=False):
         """All T forward steps of the LSTM layer in one compiled loop (``lstm_fwd_loop``):
-        act[t] = W [x; h; 1] with W packed by ``pack``, then the step's gate pass."""
+        act[t] = W [x; h; 1] with W packed by ``pack`` (``accumulate``: act[t] += W [h; 1],
+        act holding the gathered input projections), then the step's gate pass."""
         from varlens.ops.kernels import compiled as c
         fn, a, m, k, mb = packed[7], packed[2], packed[3], packed[4], packed[5]
-        c.lstm_fwd_loop(fn[0], fn[1], a, m, mb, k, act, cs, tc, xh, T, reverse, i0)
+        g = 2 if accumulate else 0
+        c.lstm_fwd_loop(fn[g], fn[g + 1], a, m, mb, k, act, cs, tc, xh, T, reverse, i0)
 
     @staticmethod
     def lstm_backward(packed, act, tc, cs, dh_all, hw, dc, da, T, reverse):

@@ -48,8 +48,9 @@ from varlens.core.function import Function
 from varlens.core.array import xp
 from varlens.core import array as B
 from varlens.ops.linalg import matmul as _linalg_matmul
-from varlens.ops.kernels.recurrent import huge_page_empty, lstm_step_kernels, step_gemm
+from varlens.ops.kernels.recurrent import embed_kernels, huge_page_empty, lstm_step_kernels, step_gemm
 from varlens.ops.activation import relu
+from varlens.ops.nn.embedding import Embedding as _Embedding
 from varlens.ops.pointwise import sigmoid, tanh
 from varlens.ops.shape import cat, stack, transpose, unsqueeze
 from varlens.core.tensor import Tensor
@@ -222,19 +223,30 @@ class LSTMLayerFunction(Function):
     differentiable_backward = False
 
     def forward(self, x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse=False, mask=None):
+        return self._run(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, mask, None)
+
+    def _run(self, x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, mask, emb):
+        """The forward.  ``emb`` (``LSTMEmbedLayerFunction``): None, or ``((T, B), fill)`` where
+        ``fill(ACT)`` writes every step's input projection (internal gate order, sigmoid rows
+        halved) into ACT; x and w_ih are then None, I = 0 (XH holds [h; 1] only) and each
+        step adds ``W @ [h; 1]`` to its ACT block instead of overwriting it."""
         xp = self.xp
-        T, B, I = x.shape
         H = w_hh.shape[1]
+        if emb is None:
+            T, B, I = x.shape
+            dt = x.dtype
+        else:
+            (T, B), I, dt = emb[0], 0, w_hh.dtype
         G4, H2, H3 = 4 * H, 2 * H, 3 * H
         K = I + H + 1
-        dt = x.dtype
         ws = _borrow(self, ("lstm", T, B, I, H, dt.str),
                      (4 * T * B * G4 + (T + 1) * B * (K + 4 * H)) * dt.itemsize)
         # W = [W_ih | W_hh | b] with the gate blocks in internal order, sigmoid rows halved
         W = _buf(ws, "W", (G4, K), dt, xp)
         for k, j in enumerate(_LSTM_PERM):
             dst, src = W[k * H:(k + 1) * H], slice(j * H, (j + 1) * H)
-            dst[:, :I] = w_ih[src]
+            if I:
+                dst[:, :I] = w_ih[src]
             dst[:, I:I + H] = w_hh[src]
             if b_ih is None and b_hh is None:
                 dst[:, I + H] = 0
@@ -247,13 +259,17 @@ class LSTMLayerFunction(Function):
         XH = _buf(ws, "XH", (K, T + 1, B), dt, xp)
         rd, wr = (1, 0) if reverse else (0, 1)
         first, last = (T, 0) if reverse else (0, T)
-        XH[:I, rd:T + rd] = x.transpose(2, 0, 1)
+        if I:
+            XH[:I, rd:T + rd] = x.transpose(2, 0, 1)
         XH[I + H] = 1
         HS = XH[I:I + H]                          # (H, T+1, B): the hidden states
         HS[:, first] = 0 if h0 is None else h0.T
         CS = _buf(ws, "CS", (T + 1, H, B), dt, xp)
         CS[first] = 0 if c0 is None else c0.T
         ACT = _buf(ws, "ACT", (T, G4, B), dt, xp)
+        if emb is not None:
+            emb[1](ACT)                           # the input projections W_ih x_t, gathered
+            a4 = _buf(ws, "a4", (G4, B), dt, xp)
         TC = _buf(ws, "TC", (T, H, B), dt, xp)
         ig = _buf(ws, "ig", (H, B), dt, xp)
         mstep = None
@@ -264,15 +280,22 @@ class LSTMLayerFunction(Function):
         mk = step_gemm(B) if kern is not None else None
         if mk is not None:                        # W packed once for all steps (kernels/recurrent.py)
             _buf(ws, "Wp", (G4 * K,), dt, xp)      # (the packed copy's buffer, on huge pages)
-            mk.lstm_forward(mk.pack(W, False, G4, B, K, ws, "Wp"), ACT, CS, TC, XH, T, reverse, I)
+            mk.lstm_forward(mk.pack(W, False, G4, B, K, ws, "Wp"), ACT, CS, TC, XH, T, reverse, I,
+                            accumulate=emb is not None)
         elif kern is not None:                    # one compiled pass per step (ops/kernels/recurrent.py)
             fstep = kern[0]
             for t in _order(T, reverse):
-                matmul(W, XH[:, t + rd], out=ACT[t])
+                if emb is None:
+                    matmul(W, XH[:, t + rd], out=ACT[t])
+                else:
+                    add(ACT[t], matmul(W, XH[:, t + rd], out=a4), out=ACT[t])
                 fstep(ACT, CS, TC, XH, t, t + rd, t + wr, I, t + wr)
         for t in (() if kern is not None else _order(T, reverse)):
             a = ACT[t]
-            matmul(W, XH[:, t + rd], out=a)
+            if emb is None:
+                matmul(W, XH[:, t + rd], out=a)
+            else:
+                add(a, matmul(W, XH[:, t + rd], out=a4), out=a)
             tanh(a, out=a)
             s = a[:H3]
             mul(s, 0.5, out=s)
@@ -305,6 +328,7 @@ class LSTMLayerFunction(Function):
         self.dims = (I, H)
         self.w_ih, self.w_hh = w_ih, w_hh
         self.reverse, self.mstep, self.kern = reverse, mstep, kern
+        self.emb = emb
         return Z
 
     def backward(self, G):
@@ -424,6 +448,8 @@ class LSTMLayerFunction(Function):
                 DH[t + rd] += hw
         n = self.next
         dA2 = dA.reshape(G4, T * B)
+        if self.emb is not None:
+            return self._embed_grads(dA2, XH, DH[first], dc, n)
         gx = gw_ih = gw_hh = gb = None
         if n[0] is not None:
             gx = (dA2.T @ self.w_ih).reshape(T, B, I)
@@ -441,6 +467,134 @@ class LSTMLayerFunction(Function):
     @staticmethod
     def composite(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse=False, mask=None):
         return _lstm_composite(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, mask)
+
+
+# ====================================================================== LSTM fed by an embedding
+# When the first layer's input is an embedding lookup, x_t = E[idx_t], the input projection
+# W_ih x_t is column idx_t of P = W_ih E^T (4H, V): P costs 4H*I*V multiply-adds once per call
+# instead of 4H*I*T*B for the per-step products, and in the backward the dx GEMM (W_ih^T dA
+# over all steps) and the embedding's scatter of dx go away; dW_ih and dE come from S (4H, V),
+# the pre-activation cotangents summed by token (both products are V columns wide, not T*B).
+# The gather of P's columns and the scatter of the cotangents cost about one pass over (4H, T*B)
+# floats each, so nn.LSTM takes this path (``embedding_source``) only where it pays:
+# V * _EMBED_MIN_RATIO <= T*B and I >= _EMBED_MIN_INPUT.  Measured (one thread, process time,
+# interleaved, H = 128, T*B = 1024, Embedding + LSTM layer forward and backward, fused / not):
+# I = 64: V = 65 0.80x, 256 0.86x, 512 0.93x, 1024 1.11x; V = 65: I = 16 0.95x, 128 0.64x;
+# I = 8: V = 65 1.01-1.04x.  Only float32 / float64 host arrays, unidirectional layers (a
+# bidirectional LSTM falls back), no PackedSequence or unbatched input, and a lookup made by
+# F.embedding without padding_idx / max_norm (scale_grad_by_freq / sparse raise there); other
+# lookups are not marked and go the ordinary way, Embedding -> LSTMLayerFunction.
+_EMBED_MIN_RATIO = 2
+_EMBED_MIN_INPUT = 16
+EMBED_FUSED_CALLS = [0]     # how many times the fused op ran (tests assert the path was taken)
+
+
+def embedding_source(input, batch_first):
+    """``(E, idx (T, B))`` when ``input`` is the unchanged output of a marked embedding lookup
+    (``varlens.nn.functional.embedding``) and the fused first layer pays, else None.
+
+    The mark is ``(E, idx, version list, version, E's version, idx tensor's version list or
+    None, its version)``; an in-place change of the lookup's output, of the table or of the
+    index tensor since the lookup disables it (the lookup is then used as an ordinary input)."""
+    m = input.__dict__.get("_emb_src")
+    if m is None:
+        return None
+    E, idx, ver, v0, ev0, iver, iv0 = m
+    if (ver is not input._version or ver[0] != v0 or E._version[0] != ev0
+            or (iver is not None and iver[0] != iv0)):
+        return None
+    Ed = E._data
+    if (Ed.__class__ is not xp.ndarray or idx.__class__ is not xp.ndarray or idx.ndim != 2
+            or Ed.ndim != 2 or Ed.dtype.char not in "fd" or input.ndim != 3
+            or Ed.shape[1] < _EMBED_MIN_INPUT):
+        return None
+    if batch_first:
+        idx = idx.T
+    T, Bn = idx.shape
+    if Ed.shape[0] * _EMBED_MIN_RATIO > T * Bn:
+        return None
+    return E, xp.ascontiguousarray(idx)
+
+
+class LSTMEmbedLayerFunction(LSTMLayerFunction):
+    """The first LSTM layer applied to an embedding lookup x_t = E[idx_t] (see above).
+
+    Inputs ``E (V, I), h0, c0, w_ih (4H, I), w_hh, b_ih, b_hh``; keywords ``idx`` (T, B) int,
+    ``reverse``.  Output ``Z (T+2, B, H)`` as ``LSTMLayerFunction`` with x = E[idx]; the
+    layer op's loops run with XH = [h; 1] (K = H + 1) and each step's gathered column of P
+    already in its ACT block."""
+
+    torch_node_name = "MkldnnRnnLayerBackward0"   # grad_fn's name: PyTorch's, as the layer op's
+
+    def forward(self, E, h0, c0, w_ih, w_hh, b_ih, b_hh, idx=None, reverse=False):
+        xp = self.xp
+        H = w_hh.shape[1]
+        I = w_ih.shape[1]
+        Wi = xp.empty((4 * H, I), dtype=w_hh.dtype)
+        for k, j in enumerate(_LSTM_PERM):       # internal gate order, sigmoid rows halved
+            Wi[k * H:(k + 1) * H] = w_ih[j * H:(j + 1) * H]
+        Wi[:3 * H] *= 0.5
+        P = Wi @ E.T                              # (4H, V): P[:, v] = W_ih E[v]
+        T = idx.shape[0]
+        kern = embed_kernels(P, idx)
+
+        def fill(ACT):                            # ACT[t] (4H, B) = P[:, idx[t]]
+            if kern is not None and ACT.flags.c_contiguous:
+                kern[0](P, idx, ACT)
+                return
+            for t in range(T):
+                xp.take(P, idx[t], axis=1, out=ACT[t])
+        EMBED_FUSED_CALLS[0] += 1
+        Z = self._run(None, h0, c0, None, w_hh, b_ih, b_hh, reverse, None, (idx.shape, fill))
+        self.E, self.w_ih, self.idx = E, w_ih, idx
+        return Z
+
+    def _embed_grads(self, dA2, XH, dh0, dc, n):
+        """Gradients from the pre-activation cotangents dA2 (4H, T*B, PyTorch gate order).
+        S[:, v] = sum of dA_t over the positions with idx == v (one sort, segment sums);
+        dL/dE = S^T W_ih (a_t = W_ih E[idx_t] + ...), dL/dW_ih = sum_t dA_t x_t^T = S E,
+        and [dL/dW_hh | dL/db] = dA2 [h_prev; 1]^T in one GEMM as in the layer op."""
+        xp = self.xp
+        E, w_ih, idx = self.E, self.w_ih, self.idx
+        G4, TB = dA2.shape
+        H = G4 // 4
+        gE = gw_ih = gw_hh = gb = None
+        if n[0] is not None or n[3] is not None:
+            flat = idx.reshape(-1)
+            S = xp.zeros((G4, E.shape[0]), dtype=dA2.dtype)
+            kern = embed_kernels(dA2, flat, S)
+            if kern is not None:
+                kern[1](dA2, flat, S)
+            else:
+                order = xp.argsort(flat, kind="stable")
+                fs = flat[order]
+                starts = xp.flatnonzero(xp.r_[True, fs[1:] != fs[:-1]])
+                S[:, fs[starts]] = xp.add.reduceat(xp.take(dA2, order, axis=1), starts, axis=1)
+            if n[0] is not None:
+                gE = S.T @ w_ih                  # dL/dE (V, I)
+            if n[3] is not None:
+                gw_ih = S @ E                    # dL/dW_ih (4H, I)
+        if n[4] is not None or n[5] is not None or n[6] is not None:
+            xh = XH[:, 1:] if self.reverse else XH[:, :-1]
+            gW = dA2 @ xh.reshape(H + 1, TB).T   # [dL/dW_hh | dL/db] in one GEMM
+            gw_hh = gW[:, :H] if n[4] is not None else None
+            if n[5] is not None or n[6] is not None:
+                gb = gW[:, H]
+        return (gE, dh0.T.copy() if n[1] is not None else None,
+                dc.T.copy() if n[2] is not None else None,
+                gw_ih, gw_hh, gb if n[5] is not None else None, gb if n[6] is not None else None)
+
+    @staticmethod
+    def composite(E, h0, c0, w_ih, w_hh, b_ih, b_hh, idx=None, reverse=False):
+        return _lstm_composite(_Embedding.apply(E, idx), h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, None)
+
+
+def lstm_embed_layer(E, idx, h0, c0, w_ih, w_hh, b_ih=None, b_hh=None, reverse=False):
+    """Run one LSTM direction over the lookup E[idx] (idx (T, B) int); returns
+    ``(output (T,B,H), h_n, c_n)`` as ``lstm_layer(E[idx], ...)``."""
+    T = idx.shape[0]
+    Z = LSTMEmbedLayerFunction.apply(E, h0, c0, w_ih, w_hh, b_ih, b_hh, idx=idx, reverse=reverse)
+    return Z[:T], Z[T], Z[T + 1]
 
 
 # ====================================================================== GRU

@@ -247,3 +247,40 @@ def test_double_backward_through_fused_path(monkeypatch):
         res.append((g.detach().numpy(), gg.numpy()))
     np.testing.assert_allclose(res[0][0], res[1][0], rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(res[0][1], res[1][1], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("how", ["retain_grad", "register_hook", "lens"])
+def test_lookup_whose_gradient_is_wanted_falls_back(how):
+    # the fused op sends dL/dE past the lookup's output: a user (or the lens) who asked for that
+    # output's gradient must get it, as PyTorch gives it, so the ordinary layer runs
+    vl.manual_seed(0)
+    torch.manual_seed(0)
+    e, lstm = vl.nn.Embedding(7, 16), vl.nn.LSTM(16, 8)
+    te, tl = torch.nn.Embedding(7, 16), torch.nn.LSTM(16, 8)
+    te.weight.data = torch.tensor(e.weight.detach().numpy())
+    for name, p in lstm.named_parameters():
+        getattr(tl, name).data = torch.tensor(p.detach().numpy())
+    idx = np.arange(28).reshape(7, 4) % 7
+    seen = []
+    n0 = _fused()
+    if how == "lens":
+        from varlens.lens import Lens
+        model = vl.nn.Sequential(e)
+        with Lens(model) as lens:
+            x = model(vl.tensor(idx))
+            lstm(x)[0].sum().backward()
+        assert _fused() == n0    # the lens reads the lookup's gradient: ordinary layer
+        return
+    x = e(vl.tensor(idx))
+    if how == "retain_grad":
+        x.retain_grad()
+    else:
+        x.register_hook(lambda g: seen.append(g.numpy().copy()))
+    lstm(x)[0].sum().backward()
+    assert _fused() == n0
+    tx = te(torch.tensor(idx))
+    tx.retain_grad()
+    tl(tx)[0].sum().backward()
+    got = x.grad.numpy() if how == "retain_grad" else seen[0]
+    np.testing.assert_allclose(got, tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(e.weight.grad.numpy(), te.weight.grad.numpy(), rtol=1e-5, atol=1e-6)

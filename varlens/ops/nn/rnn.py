@@ -503,6 +503,11 @@ def embedding_source(input, batch_first):
     if (ver is not input._version or ver[0] != v0 or E._version[0] != ev0
             or (iver is not None and iver[0] != iv0)):
         return None
+    node = input._node
+    if node is not None and node.hooks:
+        # someone wants this lookup's own gradient (register_hook, retain_grad, the lens's
+        # gradient reads): the fused op routes dL/dE past it, so run the ordinary layer
+        return None
     Ed = E._data
     if (Ed.__class__ is not xp.ndarray or idx.__class__ is not xp.ndarray or idx.ndim != 2
             or Ed.ndim != 2 or Ed.dtype.char not in "fd" or input.ndim != 3

@@ -685,6 +685,10 @@ class Record:
             x = (a if axis == a.ndim - 1 else np.moveaxis(a, axis, -1)).reshape(-1, a.shape[axis])
             with np.errstate(over="ignore", invalid="ignore"):
                 u = np.einsum("ij,ij->j", x, x, dtype=np.float64) / x.shape[0]
+        self.add_unit_q(u, grad)
+
+    def add_unit_q(self, u, grad=False):
+        """Add one call's per-unit second moments ``u`` (a host vector) to the running sums."""
         fq, fc = ("grad_unit_q", "grad_unit_calls") if grad else ("unit_q", "unit_calls")
         cur = getattr(self, fq)
         if cur is None or cur.shape != u.shape:

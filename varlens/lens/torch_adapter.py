@@ -512,15 +512,7 @@ def _add_units(rec, t, axis, grad=False):
     if t.dim() == 0 or not t.is_floating_point():
         return
     x = t.detach().movedim(axis, -1).reshape(-1, t.shape[axis]).to(_F64)
-    u = ((x * x).sum(dim=0) / x.shape[0]).cpu().numpy()
-    fq, fc = ("grad_unit_q", "grad_unit_calls") if grad else ("unit_q", "unit_calls")
-    cur = getattr(rec, fq)
-    if cur is None or cur.shape != u.shape:
-        setattr(rec, fq, u)
-        setattr(rec, fc, 1)
-    else:
-        setattr(rec, fq, cur + u)
-        setattr(rec, fc, getattr(rec, fc) + 1)
+    rec.add_unit_q(((x * x).sum(dim=0) / x.shape[0]).cpu().numpy(), grad)
 
 
 # ------------------------------------------------------------------ the lens
@@ -1103,15 +1095,7 @@ class TorchLens(Lens):
         if axis == t.dim() - 1:
             d = self._dread(t)
             if d is not None:                # Record.add_units from the column sums
-                u = d[2][1] / (t.numel() // t.shape[-1])
-                fq, fc = ("grad_unit_q", "grad_unit_calls") if grad else ("unit_q", "unit_calls")
-                cur = getattr(rec, fq)
-                if cur is None or cur.shape != u.shape:
-                    setattr(rec, fq, u)
-                    setattr(rec, fc, 1)
-                else:
-                    setattr(rec, fq, cur + u)
-                    setattr(rec, fc, getattr(rec, fc) + 1)
+                rec.add_unit_q(d[2][1] / (t.numel() // t.shape[-1]), grad)
                 return
         a = _host_view(t)
         if a is not None:

@@ -511,8 +511,9 @@ BAD = [
     (lambda: vl.ones(3, 2, 2).fill_diagonal_(1.0), RuntimeError, "equal length"),
     (lambda: vl.tril_indices(-1, 3), RuntimeError, "row must be"),
     (lambda: vl.vander(vl.ones(2, 2)), RuntimeError, "x must be 1-D"),
-    (lambda: vl.scatter_reduce(vl.ones(2, 3, requires_grad=True), 1, vl.tensor([[0], [1]]), vl.ones(2, 1), "prod"),
-     NotImplementedError, "reduce='prod' is not implemented"),
+    (lambda: (lambda x: vl.autograd.grad(vl.scatter_reduce(x, 1, vl.tensor([[0], [1]]), vl.ones(2, 1), "prod").sum(),
+                                         x, create_graph=True))(vl.ones(2, 3, requires_grad=True)),
+     NotImplementedError, "second derivative of reduce='prod' is not implemented"),
     (lambda: vl.ones(2).float_power_(2), RuntimeError, "needs a float64 tensor"),
 ]
 

@@ -46,7 +46,7 @@ from varlens.ops.linalg import (addbmm, addmm, addmv, addr, baddbmm, bmm, cdist,
                                 pinverse, qr_old, renorm, svd_lowrank, svd_old, tensordot, trace,
                                 triangular_solve, vander, vdot)
 from varlens.ops.order import (argsort, bincount, bucketize, histc, histogram, kthvalue, median, mode, msort,
-                               nanmedian, quantile, searchsorted, sort, topk, unique, unique_consecutive)
+                               nanmedian, nanquantile, quantile, searchsorted, sort, topk, unique, unique_consecutive)
 from varlens.ops.pointwise import (_add, _sub, abs, acos, acosh, add, addcdiv, addcmul, arccos, arcsin,
                                    arctan, arctan2, asin, asinh, atan, atan2, atanh, bitwise_left_shift,
                                    bitwise_right_shift, ceil, clamp, clamp_max, clamp_min, copysign, cos,
@@ -62,12 +62,12 @@ from varlens.ops.random import binomial, poisson, randint_like
 from varlens.ops.reduce import (all, amax, amin, aminmax, any, argmax, argmin, count_nonzero, log_softmax,
                                 logsumexp, max, mean, min, nanmean, nansum, prod, softmax, std, sum,
                                 sum_to_size, var)
-from varlens.ops.scan import (cummax, cummin, cumprod, cumsum, cumulative_trapezoid, diff, logcumsumexp,
+from varlens.ops.scan import (cummax, cummin, cumprod, cumsum, cumulative_trapezoid, diff, gradient, logcumsumexp,
                               trapezoid, trapz)
-from varlens.ops.shape import (adjoint, atleast_1d, atleast_2d, atleast_3d, block_diag, broadcast_shapes,
+from varlens.ops.shape import (adjoint, as_strided, atleast_1d, atleast_2d, atleast_3d, block_diag, broadcast_shapes,
                                broadcast_tensors, broadcast_to, cartesian_prod, chunk, column_stack, dsplit,
                                dstack, expand, expand_as, flatten, flip, fliplr, flipud, hsplit, hstack,
-                               moveaxis, movedim, narrow, permute, ravel, repeat, reshape, reshape_as, roll,
+                               moveaxis, movedim, narrow, narrow_copy, permute, ravel, repeat, reshape, reshape_as, roll,
                                rot90, row_stack, split, split_with_sizes, squeeze, swapdims, t, tensor_split,
                                tile, transpose, tril_indices, triu_indices, type_as, unbind, unflatten,
                                unfold, unravel_index, unsqueeze, view, view_as, vsplit, vstack)
@@ -79,10 +79,60 @@ from varlens.ops.tensor_methods import (_H, __setitem__, _bernoulli_method, _bfl
                                         exp_, fill_, lerp_, log_, map_, mul_, neg_, normal_, pow_, relu_,
                                         sigmoid_, sin_, sqrt_, sub_, tanh_, tensor_clone, tensor_contiguous,
                                         tensor_multinomial, uniform_, zero_)
-from varlens.settings import (are_deterministic_algorithms_enabled, compile, get_float32_matmul_precision,
-                              get_num_interop_threads, is_deterministic_algorithms_warn_only_enabled,
+from varlens.settings import (are_deterministic_algorithms_enabled, compile, get_default_device,
+                              get_float32_matmul_precision, get_num_interop_threads,
+                              is_deterministic_algorithms_warn_only_enabled, set_default_device,
                               set_float32_matmul_precision, set_flush_denormal, set_num_interop_threads,
                               use_deterministic_algorithms)
+
+_REDUCTIONS = ("none", "mean", "sum")   # torch's at::Reduction codes 0, 1, 2
+
+
+def _reduction(name, reduction):
+    """torch's top-level losses take the reduction as an int code (0 none, 1 mean, 2 sum)."""
+    if isinstance(reduction, bool) or not isinstance(reduction, int):
+        raise TypeError(f"{name}(): argument 'reduction' must be int, not {type(reduction).__name__}")
+    if reduction not in (0, 1, 2):
+        raise ValueError(f"{name}(): argument 'reduction' must be 0 (none), 1 (mean) or 2 (sum), got {reduction}")
+    return _REDUCTIONS[reduction]
+
+
+def _F():
+    import varlens.nn.functional as F  # loaded before any varlens.* function can be called
+    return F
+
+
+# torch.NAME_loss at the top level: nn.functional's loss with torch's native signature, where the
+# reduction is an int code and (as torch 2.13 binds it) defaults to 0, no reduction
+@torch_args(tensor_first=True, first="input1", names=("input1", "input2", "target"))
+def _torch_cosine_embedding_loss(input1, input2, target, margin=0.0, reduction=0):
+    return _F().cosine_embedding_loss(input1, input2, target, margin=margin,
+                                      reduction=_reduction("cosine_embedding_loss", reduction))
+
+
+@torch_args(tensor_first=True, first="input1", names=("input1", "input2", "target"))
+def _torch_margin_ranking_loss(input1, input2, target, margin=0.0, reduction=0):
+    return _F().margin_ranking_loss(input1, input2, target, margin=margin,
+                                    reduction=_reduction("margin_ranking_loss", reduction))
+
+
+@torch_args(tensor_first=True)
+def _torch_hinge_embedding_loss(input, target, margin=1.0, reduction=0):  # noqa: A002
+    return _F().hinge_embedding_loss(input, target, margin=margin,
+                                     reduction=_reduction("hinge_embedding_loss", reduction))
+
+
+@torch_args(tensor_first=True, first="anchor", names=("anchor", "positive", "negative"))
+def _torch_triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-06, swap=False, reduction=0):
+    return _F().triplet_margin_loss(anchor, positive, negative, margin=margin, p=p, eps=eps, swap=swap,
+                                    reduction=_reduction("triplet_margin_loss", reduction))
+
+
+@torch_args(tensor_first=True)
+def _torch_poisson_nll_loss(input, target, log_input, full, eps, reduction):  # noqa: A002
+    return _F().poisson_nll_loss(input, target, log_input=log_input, full=full, eps=eps,
+                                 reduction=_reduction("poisson_nll_loss", reduction))
+
 
 SAME = "same"  # the method column of a row whose method is its function
 
@@ -326,6 +376,9 @@ SURFACE = (
     ("bincount", bincount, SAME),
     ("histc", histc, SAME),
     ("narrow", narrow, SAME),
+    ("narrow_copy", narrow_copy, SAME),
+    ("gradient", gradient, None),
+    ("as_strided", as_strided, SAME),
     ("rot90", rot90, SAME),
     ("fliplr", fliplr, SAME),
     ("flipud", flipud, SAME),
@@ -411,6 +464,7 @@ SURFACE = (
     ("argwhere", argwhere, SAME),
     ("kthvalue", kthvalue, SAME),
     ("quantile", quantile, SAME),
+    ("nanquantile", nanquantile, SAME),
     ("logcumsumexp", logcumsumexp, SAME),
     ("aminmax", aminmax, SAME),
     ("clamp_min", clamp_min, SAME),
@@ -693,6 +747,8 @@ SURFACE = (
     ("set_num_interop_threads", set_num_interop_threads, None),
     ("get_num_interop_threads", get_num_interop_threads, None),
     ("compile", compile, None),
+    ("set_default_device", set_default_device, None),
+    ("get_default_device", get_default_device, None),
     ("set_flush_denormal", set_flush_denormal, None),
     ("lu_unpack", lu_unpack, None),
     ("svd_lowrank", svd_lowrank, None),
@@ -700,6 +756,11 @@ SURFACE = (
     ("cosine_similarity", _functional("cosine_similarity"), None),
     ("pairwise_distance", _functional("pairwise_distance"), None),
     ("pdist", _functional("pdist"), None),
+    ("cosine_embedding_loss", _torch_cosine_embedding_loss, None),
+    ("hinge_embedding_loss", _torch_hinge_embedding_loss, None),
+    ("margin_ranking_loss", _torch_margin_ranking_loss, None),
+    ("triplet_margin_loss", _torch_triplet_margin_loss, None),
+    ("poisson_nll_loss", _torch_poisson_nll_loss, None),
     ("rms_norm", _functional("rms_norm"), None),
     ("layer_norm", _functional("layer_norm"), None),
     ("group_norm", _functional("group_norm"), None),

@@ -4,7 +4,9 @@ and records them; none changes a result (NumPy matmul is full precision, every o
 deterministic on the CPU).  Exposed as varlens.set_float32_matmul_precision etc."""
 from __future__ import annotations
 
+from varlens.core import array as _B
 from varlens.core.arg_rules import torch_args
+from varlens.core.tensor import device as _device
 
 
 # ---------------------------------------------------------------- runtime switches training scripts call
@@ -60,3 +62,22 @@ def compile(model=None, **kwargs):  # noqa: A001
 def set_flush_denormal(mode):
     """Returns False: flushing denormals is not supported (NumPy keeps them)."""
     return False
+
+
+def set_default_device(device):
+    """torch.set_default_device: varlens creates tensors on the CPU, so ``'cpu'``, a cpu device and
+    None are accepted (nothing changes); a CUDA device raises the error any CUDA request gets
+    without a GPU (and, with one, that varlens does not move factory functions there)."""
+    if device is None:
+        return
+    if not isinstance(device, str) and not hasattr(device, "type"):
+        raise TypeError(f"set_default_device(): argument 'device' must be a device, a string or None, "
+                        f"not {type(device).__name__}")
+    if _B.namespace_of_device(device) is not _B.np:
+        raise RuntimeError(f"set_default_device(): argument 'device' is {str(device)!r}: varlens creates "
+                           "tensors on the CPU only; pass device= to each factory or call .to(device)")
+
+
+def get_default_device():
+    """torch.get_default_device: always ``device('cpu')`` in varlens."""
+    return _device("cpu")

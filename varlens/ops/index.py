@@ -377,11 +377,20 @@ def scatter_add(x, dim, index, src):
 
 
 @torch_args(tensor_first=True)
-def scatter(x, dim, index, src=None, *, value=None):
+def scatter(x, dim, index, src=None, *, value=None, reduce=None):  # noqa: A002
     d = _d(dim, x, "scatter")
     _same_dtype(x, src, "scatter")
     if src is None:
         src = value
+    if reduce is not None:   # torch's older reduce argument: scatter_reduce with include_self
+        if reduce not in ("add", "multiply"):
+            raise RuntimeError(f"scatter: reduce argument must be either 'add' or 'multiply', got {reduce!r}")
+        idx = index if isinstance(index, Tensor) else Tensor._make(xp.asarray(index))
+        if isinstance(src, Tensor):
+            src = src[tuple(slice(0, s) for s in idx.shape)]
+        else:
+            src = Tensor._make(_on(xp.full(tuple(idx.shape), src, dtype=x._data.dtype), x._data))
+        return scatter_reduce(x, d, idx, src, "sum" if reduce == "add" else "prod", include_self=True)
     return Scatter.apply(x, d, _check_index(index, x, d, "scatter"), src)
 
 
@@ -734,8 +743,21 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noq
     if not need:
         return Tensor._make(r)
     if reduce == "prod":
-        raise NotImplementedError("scatter_reduce: the gradient of reduce='prod' is not implemented; "
-                                  "use 'sum' on logarithms or compute it without grad")
+        # d r / d e = the product of the group's other members: r / e where the group has no zero;
+        # with exactly one zero, the nonzero product for that zero and 0 for the rest; 0 with more
+        xin = lib.ones_like(hit) if include_self else ~hit
+        xv, sv = x._data, srcv._data
+        zeros = (xin & (xv == 0)).astype(xp.int64)
+        B.add_at(lib, zeros, full, (sv == 0).astype(xp.int64))
+        pnz = lib.where(xin & (xv != 0), xv, xv.dtype.type(1))
+        lib.multiply.at(pnz, full, lib.where(sv != 0, sv, sv.dtype.type(1)))
+        one = xv.dtype.type(1)
+        wx = lib.where(xin, lib.where(xv != 0, lib.where(zeros == 0, r / lib.where(xv != 0, xv, one), 0),
+                                      lib.where(zeros == 1, pnz, 0)), 0).astype(x.dtype)
+        zf, rf = zeros[full], r[full]
+        wsrc = lib.where(sv != 0, lib.where(zf == 0, rf / lib.where(sv != 0, sv, one), 0),
+                         lib.where(zf == 1, pnz[full], 0)).astype(x.dtype)
+        return _ScatterProd.apply(x, srcv, r, d, idx, wx, wsrc)
     # gradient: evenly among the elements equal to the result
     # input's own element shares when it equals the result (include_self), or alone where nothing
     # landed.  The count of sharers includes input's element whenever it equals the result, even
@@ -762,6 +784,18 @@ class _ScatterPick(Function):
             gs = gather(g, self.dim, _t(self.index)) * _t(self.wsrc)
             return g * _t(self.wx), gs, None, None, None, None, None
         return g * self.wx, g[_full_index(self.dim, self.index, self.xp)] * self.wsrc, None, None, None, None, None
+
+
+class _ScatterProd(_ScatterPick):
+    """out = r (scatter_reduce's prod values); dL/dx = g * (product of x's group's other members),
+    dL/dsrc = gather(g) * (product of src's group's other members): the weights are computed in
+    forward, so this gives first derivatives only."""
+
+    def backward(self, g):
+        if hasattr(g, "_data"):
+            raise NotImplementedError("scatter_reduce: the second derivative of reduce='prod' is not "
+                                      "implemented (first derivatives only)")
+        return _ScatterPick.backward(self, g)
 
 
 def _check_2d(x, op):

@@ -399,3 +399,45 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
 @torch_args(tensor_first=True)
 def msort(input):  # noqa: A002
     return sort(input, 0).values
+
+
+@torch_args(tensor_first=True)
+def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  # noqa: A002
+    """torch.nanquantile: quantile of each slice's non-NaN values (NaN for an all-NaN slice); the
+    values are gathered from the sorted slice (NaNs sort last, so an all-NaN slice reads NaN),
+    so gradients go to them."""
+    if interpolation not in ("linear", "lower", "higher", "nearest", "midpoint"):
+        raise ValueError(f"nanquantile: interpolation must be linear, lower, higher, nearest or midpoint, "
+                         f"got {interpolation!r}")
+    qa = q._data if isinstance(q, Tensor) else xp.asarray(q, dtype=xp.float64)
+    qa = B.to_host(qa)
+    if qa.ndim > 1 or bool(((qa < 0) | (qa > 1)).any()):
+        raise ValueError("nanquantile: q must be a scalar or 1-D with values in [0, 1]")
+    x = reshape(input, (-1,)) if dim is None else input
+    d = 0 if dim is None else dim % x.ndim
+    s = sort(x, d).values
+    lib = _ns(s._data)
+    cnt = B.to_host((~xp.isnan(B.to_host(x._data))).sum(axis=d, keepdims=True)).astype(xp.int64)
+    outs = []
+    for qq in xp.atleast_1d(qa).tolist():
+        pos = qq * (xp.maximum(cnt, 1) - 1).astype(xp.float64)
+        lo, hi = xp.floor(pos).astype(xp.int64), xp.ceil(pos).astype(xp.int64)
+        frac = pos - lo
+        if interpolation == "lower":
+            hi, frac = lo, frac * 0
+        elif interpolation == "higher":
+            lo, frac = hi, frac * 0
+        elif interpolation == "nearest":
+            r = xp.where(xp.abs(frac - 0.5) > 1e-12, xp.round(pos), xp.where(lo % 2 == 0, lo, hi)).astype(xp.int64)
+            lo, hi, frac = r, r, frac * 0
+        elif interpolation == "midpoint":
+            frac = xp.where(hi != lo, 0.5, 0.0)
+        a = gather(s, d, Tensor._make(lib.asarray(lo)))
+        b = gather(s, d, Tensor._make(lib.asarray(hi)))
+        r = a + (b - a) * Tensor._make(lib.asarray(frac.astype(s._data.dtype)))
+        if dim is None:
+            r = reshape(r, (1,) * input.ndim) if keepdim else reshape(r, ())
+        elif not keepdim:
+            r = squeeze(r, d)
+        outs.append(r)
+    return outs[0] if qa.ndim == 0 else stack(outs, 0)

@@ -25,7 +25,7 @@ from varlens.ops._args import _tensor
 from varlens.ops.pointwise import add
 from varlens.ops.pointwise import cast
 from varlens.ops.pointwise import clone
-from varlens.ops.index import gather
+from varlens.ops.index import _on, gather
 from varlens.ops.pointwise import mul
 from varlens.ops.shape import reshape
 from varlens.ops.shape import stack
@@ -249,3 +249,74 @@ def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
         fy = _float(y)
         return Tensor._make(B.namespace(fy._data).zeros(tuple(y.shape), dtype=fy.dtype))
     return cumsum(terms, d)
+
+
+def _gradient_along(f, d, coords, h, edge_order):
+    """One dimension of torch.gradient: second-order central differences inside (NumPy's
+    non-uniform formula when ``coords`` is given, else step ``h``), first- or second-order
+    one-sided differences at the two ends."""
+    n = f.shape[d]
+    lib = B.xp
+    if coords is None:
+        dx = lib.full(n - 1, float(h))
+    else:
+        dx = lib.diff(B.to_host(coords._data).astype(lib.float64))
+
+    def along(v):   # a coefficient vector along d, broadcast over the other dims
+        shape = [1] * f.ndim
+        shape[d] = -1
+        return Tensor._make(_on(lib.asarray(v, dtype=f._data.dtype).reshape(shape), f._data))
+
+    def part(start, length):
+        return narrow(f, d, start, length)
+    dx1, dx2 = dx[:-1], dx[1:]
+    inner = part(0, n - 2) * along(-dx2 / (dx1 * (dx1 + dx2))) + \
+        part(1, n - 2) * along((dx2 - dx1) / (dx1 * dx2)) + part(2, n - 2) * along(dx1 / (dx2 * (dx1 + dx2)))
+    if edge_order == 1:
+        first = (part(1, 1) - part(0, 1)) * (1.0 / dx[0])
+        last = (part(n - 1, 1) - part(n - 2, 1)) * (1.0 / dx[-1])
+    else:
+        a1, a2 = dx[0], dx[1]
+        first = part(0, 1) * float(-(2 * a1 + a2) / (a1 * (a1 + a2))) + part(1, 1) * float((a1 + a2) / (a1 * a2)) + \
+            part(2, 1) * float(-a1 / (a2 * (a1 + a2)))
+        b1, b2 = dx[-2], dx[-1]
+        last = part(n - 3, 1) * float(b2 / (b1 * (b1 + b2))) + part(n - 2, 1) * float(-(b2 + b1) / (b1 * b2)) + \
+            part(n - 1, 1) * float((2 * b2 + b1) / (b2 * (b1 + b2)))
+    return cat([first, inner, last], d)
+
+
+@torch_args(tensor_first=True)
+def gradient(input, *, spacing=1, dim=None, edge_order=1):  # noqa: A002
+    """torch.gradient: a tuple with input's numerical derivative along each dim (all when dim is
+    None); spacing a number, one number per dim, or one 1-D coordinate tensor per dim.
+    Differentiable (every value is a weighted sum of input's entries)."""
+    if edge_order not in (1, 2):
+        raise RuntimeError("torch.gradient only supports edge_order=1 and edge_order=2.")
+    x = input if input._data.dtype.kind == "f" else cast(input, DT.get_default_dtype())
+    dims = list(range(x.ndim)) if dim is None else [dim] if isinstance(dim, int) else list(dim)
+    dims = [_dim(x, d_, "gradient") for d_ in dims]
+    if len(set(dims)) != len(dims):
+        raise RuntimeError(f"gradient: argument 'dim' repeats a dimension: {dims}")
+    if isinstance(spacing, (int, float, Tensor)) and not (isinstance(spacing, Tensor) and spacing.ndim):
+        sp = [float(spacing.item() if isinstance(spacing, Tensor) else spacing)] * len(dims)
+    else:
+        sp = list(spacing)
+        if len(sp) == 1 and not isinstance(sp[0], Tensor) and len(dims) > 1:
+            sp = sp * len(dims)
+        if len(sp) != len(dims):
+            what = f"'self.dim() = {x.ndim}', since dim argument was not given" if dim is None else \
+                f"the number of dims given, {len(dims)}"
+            raise RuntimeError(f"torch.gradient expected spacing to be unspecified, a scalar, or a list of length "
+                               f"equal to {what}, but got a list of length {len(sp)}")
+    outs = []
+    for d_, s in zip(dims, sp):
+        if x.shape[d_] < edge_order + 1:
+            raise RuntimeError("torch.gradient expected each dimension size to be at least edge_order+1")
+        if isinstance(s, Tensor) and s.ndim:
+            if s.ndim != 1 or s.shape[0] != x.shape[d_]:
+                raise RuntimeError(f"torch.gradient expected each tensor in 'spacing' to be 1-D with "
+                                   f"{x.shape[d_]} coordinates (dim {d_}), got shape {tuple(s.shape)}")
+            outs.append(_gradient_along(x, d_, s, None, edge_order))
+        else:
+            outs.append(_gradient_along(x, d_, None, float(s.item() if isinstance(s, Tensor) else s), edge_order))
+    return tuple(outs)

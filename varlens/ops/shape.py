@@ -858,3 +858,95 @@ def ravel(input):  # noqa: A002
 @torch_args(tensor_first=True)
 def moveaxis(input, source, destination):  # noqa: A002
     return movedim(input, source, destination)
+
+
+def _storage_of(a):
+    """(flat storage, element offset of ``a`` in it, element strides of ``a``): the root array
+    ``a`` is a view of when that root is C-contiguous (PyTorch's storage), else ``a``'s own
+    C-ordered copy (offset 0, C strides)."""
+    root = a
+    while isinstance(getattr(root, "base", None), type(a)):
+        root = root.base
+    if root is not a and root.flags.c_contiguous and a.itemsize and \
+            all(s % a.itemsize == 0 for s in a.strides):
+        off = (a.__array_interface__["data"][0] - root.__array_interface__["data"][0]) // a.itemsize \
+            if hasattr(a, "__array_interface__") else None
+        if off is not None:
+            return root.reshape(-1), int(off), tuple(s // a.itemsize for s in a.strides)
+    c = a.copy() if not a.flags.c_contiguous else a
+    strides, acc = [], 1
+    for n in reversed(c.shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return c.reshape(-1), 0, tuple(reversed(strides))
+
+
+def _strided_positions(size, stride, offset):
+    """Flat storage positions read by the view (size, stride, offset) (a host int64 array)."""
+    pos = xp.full(tuple(size), offset, dtype=xp.int64)
+    for d, (s, st) in enumerate(zip(size, stride)):
+        shape = [1] * len(size)
+        shape[d] = s
+        pos = pos + (xp.arange(s, dtype=xp.int64) * st).reshape(shape)
+    return pos
+
+
+class AsStrided(Function):
+    """out[i] = storage[offset + sum_d i_d stride_d] over x's storage (Tensor.as_strided).
+    Backward: dL/dstorage = the gradient scatter-added through the same positions (overlapping
+    strides add up), then dL/dx = dL/dstorage read at x's own positions (divided by how many of
+    x's elements share a storage element, as PyTorch, for an expanded x)."""
+
+    def forward(self, x, size, stride, offset):
+        flat, xoff, xstride = _storage_of(x)
+        self.n, self.xshape = flat.shape[0], x.shape
+        self.pos = _strided_positions(size, stride, offset)
+        self.xpos = _strided_positions(x.shape, xstride, xoff)
+        lib = self.xp
+        if lib is xp and all(size):   # a read-only NumPy view (bounds checked by as_strided)
+            return xp.lib.stride_tricks.as_strided(flat[offset:], tuple(size),
+                                                   tuple(st * flat.itemsize for st in stride), writeable=False)
+        return flat[lib.asarray(self.pos)]
+
+    def backward(self, g):
+        lib = self.xp
+        buf = lib.zeros(self.n, dtype=g.dtype)
+        B.add_at(lib, buf, lib.asarray(self.pos.reshape(-1)), g.reshape(-1))
+        xpos = self.xpos.reshape(-1)
+        gx = buf[lib.asarray(xpos)]
+        cnt = xp.bincount(xpos, minlength=self.n)[xpos]
+        if (cnt > 1).any():
+            gx = gx / lib.asarray(cnt).astype(g.dtype)
+        return gx.reshape(self.xshape)
+
+
+@torch_args(tensor_first=True)
+def as_strided(input, size, stride, storage_offset=None):  # noqa: A002
+    """torch.as_strided / Tensor.as_strided: a read-only view of ``size`` with element ``stride``
+    over input's storage, starting ``storage_offset`` elements in (input's own offset when None);
+    refuses to read outside the storage."""
+    size = tuple(_index(s) for s in (size if isinstance(size, (tuple, list, Size)) else (size,)))
+    stride = tuple(_index(s) for s in (stride if isinstance(stride, (tuple, list, Size)) else (stride,)))
+    if len(size) != len(stride):
+        raise RuntimeError(f"as_strided: mismatch in length of strides and shape: size has {len(size)} "
+                           f"dims, stride has {len(stride)}")
+    if any(s < 0 for s in size):
+        raise RuntimeError(f"as_strided: size must be non-negative, got size={list(size)}")
+    if any(s < 0 for s in stride):
+        raise RuntimeError(f"as_strided: negative strides are not supported, got stride={list(stride)}")
+    flat, xoff, _ = _storage_of(input._data)
+    off = xoff if storage_offset is None else _index(storage_offset)
+    if off < 0:
+        raise RuntimeError(f"as_strided: storage_offset must be non-negative, got {off}")
+    need = 0 if 0 in size else off + 1 + sum((s - 1) * st for s, st in zip(size, stride))
+    if need > flat.shape[0]:
+        raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {off}, "
+                           f"and itemsize {flat.itemsize} requiring a storage size of {need * flat.itemsize} "
+                           f"are out of bounds for storage of size {flat.shape[0] * flat.itemsize}")
+    return AsStrided.apply(input, size, stride, off)
+
+
+@torch_args(tensor_first=True)
+def narrow_copy(input, dim, start, length):  # noqa: A002
+    """torch.narrow_copy: narrow, then a copy that owns its memory (differentiable)."""
+    return Clone.apply(narrow(input, dim, start, length))

@@ -900,19 +900,21 @@ class AsStrided(Function):
     def forward(self, x, size, stride, offset):
         flat, xoff, xstride = _storage_of(x)
         self.n, self.xshape = flat.shape[0], x.shape
-        self.pos = _strided_positions(size, stride, offset)
-        self.xpos = _strided_positions(x.shape, xstride, xoff)
+        # the index arrays are built by the backward only (a stride-0 view of a huge size is
+        # cheap as a view but not as an int64 array of its positions)
+        self.view = (size, stride, offset, xstride, xoff)
         lib = self.xp
         if lib is xp and all(size):   # a read-only NumPy view (bounds checked by as_strided)
             return xp.lib.stride_tricks.as_strided(flat[offset:], tuple(size),
                                                    tuple(st * flat.itemsize for st in stride), writeable=False)
-        return flat[lib.asarray(self.pos)]
+        return flat[lib.asarray(_strided_positions(size, stride, offset))]
 
     def backward(self, g):
         lib = self.xp
+        size, stride, offset, xstride, xoff = self.view
         buf = lib.zeros(self.n, dtype=g.dtype)
-        B.add_at(lib, buf, lib.asarray(self.pos.reshape(-1)), g.reshape(-1))
-        xpos = self.xpos.reshape(-1)
+        B.add_at(lib, buf, lib.asarray(_strided_positions(size, stride, offset).reshape(-1)), g.reshape(-1))
+        xpos = _strided_positions(self.xshape, xstride, xoff).reshape(-1)
         gx = buf[lib.asarray(xpos)]
         cnt = xp.bincount(xpos, minlength=self.n)[xpos]
         if (cnt > 1).any():

@@ -750,7 +750,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noq
         zeros = (xin & (xv == 0)).astype(xp.int64)
         B.add_at(lib, zeros, full, (sv == 0).astype(xp.int64))
         pnz = lib.where(xin & (xv != 0), xv, xv.dtype.type(1))
-        lib.multiply.at(pnz, full, lib.where(sv != 0, sv, sv.dtype.type(1)))
+        ufunc.at(pnz, full, lib.where(sv != 0, sv, sv.dtype.type(1)))   # ufunc is multiply here (as the values above)
         one = xv.dtype.type(1)
         wx = lib.where(xin, lib.where(xv != 0, lib.where(zeros == 0, r / lib.where(xv != 0, xv, one), 0),
                                       lib.where(zeros == 1, pnz, 0)), 0).astype(x.dtype)

@@ -294,7 +294,7 @@ class Lens:
         are noted; anything else goes to :meth:`_record`."""
         stack = self._stack
         ops = self.ops
-        calls, records, produced, summ = self._calls, self.records, self._produced, self._summ
+        calls, records, produced = self._calls, self.records, self._produced
         T = _Tensor
 
         def hook(module, args, output):
@@ -314,24 +314,7 @@ class Lens:
                         if hit is not None and hit[0] is a and hit[1] == via:
                             calls[path] = 1
                             r.rows = a.shape[0] if a.ndim else 1
-                            d = inp._data                # the input, as _record notes it
-                            ida = id(d)
-                            prev = produced.get(ida)
-                            hs = None
-                            if r.inputs and r.kind not in NORM_LIKE and (
-                                    prev is None or prev[0] is not d or prev[1] == path or (0, prev[1]) in r.linked):
-                                hs = summ.get(ida)
-                            if hs is not None and hs[0] is d and hs[1][0]:
-                                sm = hs[1]
-                                if r.kind in _SHAPED:
-                                    r.params["in_shape"] = tuple(d.shape)
-                                im = r.inputs[0]
-                                im.sum_mean += sm[1]
-                                im.sum_q += sm[2] / sm[0] + sm[1] * sm[1]
-                                im.n += 1
-                                im.shape = d.shape
-                            else:
-                                self._note_input(r, 0, d, module)
+                            self._note_first_input(r, inp._data, module, path)   # as _record notes it
                             produced[id(a)] = (a, path)
                         else:
                             self._record(path, module, args, output)
@@ -405,24 +388,7 @@ class Lens:
                 ax = unit_axis(a, rec.kind.startswith("Conv"))
                 rec.add_units(a, ax, cols=self._col_sums(a, 3) if ax == a.ndim - 1 else None)
         if inp is not None:              # after the output: its summary may be this input's
-            d = inp._data                # (_note_input's common case, inline: an input that is a
-            ida = id(d)                  # summarised output, already linked, no detail, no norm)
-            hit = None
-            if not self._detail and rec.kind not in NORM_LIKE and rec.inputs:
-                prev = self._produced.get(ida)
-                hit = self._summ.get(ida) if (prev is None or prev[0] is not d or prev[1] == key
-                                              or (0, prev[1]) in rec.linked) else None
-            if hit is not None and hit[0] is d and hit[1][0]:
-                sm = hit[1]
-                if rec.kind in _SHAPED:
-                    rec.params["in_shape"] = tuple(d.shape)
-                im = rec.inputs[0]
-                im.sum_mean += sm[1]
-                im.sum_q += sm[2] / sm[0] + sm[1] * sm[1]
-                im.n += 1
-                im.shape = d.shape
-            else:
-                self._note_input(rec, 0, d, module)
+            self._note_first_input(rec, inp._data, module, key)
         if bad:
             self._check_finite(rec, "forward")
         if out is None:
@@ -457,6 +423,27 @@ class Lens:
                     "inputs_finite": all(math.isfinite(i.sum_q) for i in ins) if direction == "forward" else None,
                     "by": None if direction == "forward" else [c for c in rec.consumers
                                                                if self.records[c].level == "op"] or list(rec.consumers)}
+
+    def _note_first_input(self, rec, d, module, key):
+        """_note_input(rec, 0, d) with its common case inline: an input that is a summarised
+        output, already linked (or unlinkable), outside a detail step, for a layer that is not a
+        norm: the summary's mean and second moment are added to the input's running sums."""
+        if not self._detail and rec.inputs and rec.kind not in NORM_LIKE:
+            ida = id(d)
+            prev = self._produced.get(ida)
+            if prev is None or prev[0] is not d or prev[1] == key or (0, prev[1]) in rec.linked:
+                hit = self._summ.get(ida)
+                if hit is not None and hit[0] is d and hit[1][0]:
+                    sm = hit[1]
+                    if rec.kind in _SHAPED:
+                        rec.params["in_shape"] = tuple(d.shape)
+                    im = rec.inputs[0]
+                    im.sum_mean += sm[1]
+                    im.sum_q += sm[2] / sm[0] + sm[1] * sm[1]
+                    im.n += 1
+                    im.shape = d.shape
+                    return
+        self._note_input(rec, 0, d, module)
 
     def _note_input(self, rec, i, a, module=None):
         ida = id(a)
